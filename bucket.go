@@ -1,0 +1,114 @@
+package pace
+
+import (
+	"math"
+	"time"
+)
+
+// maxTolerance bounds a bucket's tolerance (the time it takes to refill from
+// empty), so that arrival times stay far from overflowing an int64 of
+// nanoseconds: about 73 years.
+const maxTolerance = time.Duration(1 << 61)
+
+// Bucket is the arithmetic of one token bucket, kept as a single number per
+// key: the theoretical arrival time (TAT) of the generic cell rate algorithm.
+// The bucket is full exactly when its TAT is not after now, so a full bucket
+// and an absent one are the same state, and a table of buckets can forget
+// every full row.
+//
+// A Bucket holds only the shape (how much one take costs and how much debt the
+// bucket tolerates), never state: the methods are pure functions of an
+// explicit TAT and an explicit now, both durations since an epoch the caller
+// chooses, so every backend (in memory, a Lua script, a SQL function) can
+// decide with exactly the same numbers. The zero Bucket admits nothing; build
+// one with NewBucket.
+type Bucket struct {
+	// interval is the refill time of one take (cost tokens), rounded up to
+	// the nanosecond so that a schedule never runs faster than declared.
+	interval time.Duration
+	// tolerance is the largest TAT − now after an admission: the capacity
+	// in time, scaled from interval so that capacity/cost whole takes fit.
+	tolerance time.Duration
+}
+
+// NewBucket returns the shape of a bucket holding capacity tokens, refilled
+// continuously at perSecond tokens per second, from which each take removes
+// cost tokens. capacity and perSecond must be positive finite numbers; cost
+// must be finite, at least zero and at most capacity; one take must refill in
+// at least a nanosecond, and the whole capacity within about 73 years. Any
+// other input returns an error wrapping ErrInvalidArgument.
+func NewBucket(capacity, perSecond, cost float64) (Bucket, error) {
+	switch {
+	case !finitePositive(capacity):
+		return Bucket{}, invalid("capacity %v is not a positive finite number", capacity)
+	case !finitePositive(perSecond):
+		return Bucket{}, invalid("rate %v per second is not a positive finite number", perSecond)
+	case !(cost >= 0) || math.IsInf(cost, 1):
+		return Bucket{}, invalid("cost %v is not a finite number ≥ 0", cost)
+	case cost > capacity:
+		return Bucket{}, invalid("cost %v exceeds capacity %v", cost, capacity)
+	}
+	perToken := float64(time.Second) / perSecond // nanoseconds to refill one token
+	if cost == 0 {
+		tol := math.Ceil(capacity * perToken)
+		if tol > float64(maxTolerance) {
+			return Bucket{}, invalid("capacity %v at %v per second takes longer than %v to refill", capacity, perSecond, maxTolerance)
+		}
+		return Bucket{tolerance: time.Duration(tol)}, nil
+	}
+	exact := cost * perToken
+	if exact < 1 {
+		return Bucket{}, invalid("cost %v at %v per second refills in under a nanosecond", cost, perSecond)
+	}
+	interval := math.Ceil(exact)
+	tol := math.Floor(capacity / cost * interval)
+	if tol > float64(maxTolerance) {
+		return Bucket{}, invalid("capacity %v at %v per second takes longer than %v to refill", capacity, perSecond, maxTolerance)
+	}
+	return Bucket{interval: time.Duration(interval), tolerance: time.Duration(tol)}, nil
+}
+
+// Interval reports the refill time of one take.
+func (b Bucket) Interval() time.Duration { return b.interval }
+
+// Tolerance reports the time an empty bucket takes to refill to full: the
+// horizon after which every row of this shape can be forgotten.
+func (b Bucket) Tolerance() time.Duration { return b.tolerance }
+
+// Take decides one take at now from a bucket whose TAT is tat. When it fits,
+// ok is true and next is the new TAT. When it does not, ok is false, next is
+// tat unchanged, and wait is the exact time after now at which the same take
+// would fit. A tat before now is a full bucket.
+func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool) {
+	base := max(tat, now)
+	debt := base - now + b.interval
+	if debt > b.tolerance {
+		return tat, debt - b.tolerance, false
+	}
+	return base + b.interval, 0, true
+}
+
+// Refund gives one take back to a bucket whose TAT is tat, at now, and
+// returns the new TAT. It never lifts the bucket above full: the result is
+// never before now, and full reports whether the bucket is now full (so its
+// row can be dropped).
+func (b Bucket) Refund(tat, now time.Duration) (next time.Duration, full bool) {
+	next = tat - b.interval
+	if next <= now {
+		return now, true
+	}
+	return next, false
+}
+
+// Remaining reports how many whole takes still fit at now in a bucket whose
+// TAT is tat.
+func (b Bucket) Remaining(tat, now time.Duration) int {
+	if b.interval == 0 {
+		return math.MaxInt
+	}
+	free := b.tolerance - max(tat-now, 0)
+	if free < b.interval {
+		return 0
+	}
+	return int(free / b.interval)
+}

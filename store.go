@@ -1,0 +1,211 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Sentinel errors. Every error a pace type or a Store implementation returns
+// for one of these conditions wraps the matching sentinel, so callers test
+// with errors.Is.
+var (
+	// ErrInvalidArgument is wrapped by every error caused by an argument
+	// out of its documented range: a rate or capacity that is not a
+	// positive finite number, a negative cost or TTL, a cost above the
+	// capacity, a slot limit below one, a ceiling outside
+	// [sustained, 2 × sustained], an empty key. Such a call changes nothing.
+	ErrInvalidArgument = errors.New("pace: invalid argument")
+
+	// ErrNotFound is returned by Store.Get when the key is absent or its
+	// value has expired.
+	ErrNotFound = errors.New("pace: key not found")
+
+	// ErrClosed is wrapped by every error a Store returns after Close.
+	ErrClosed = errors.New("pace: store closed")
+)
+
+// MaxKeyLen is the longest key, in bytes, that the stores accept. A longer
+// key is rejected with ErrInvalidArgument rather than hashed or truncated
+// silently: keys come from clients, and a megabyte key is an attack, not an
+// identifier.
+const MaxKeyLen = 4096
+
+// Store is the shared state behind rate limits that span more than one Pace:
+// token buckets with per-call shapes, connection-slot counters (plain and
+// under the sustained/ceiling burst model of AdmitBurst), and short-lived
+// memoised values.
+//
+// Plain slots, burst slots, buckets and values live in four separate
+// namespaces: the same key string in two of them never collides, and Delete
+// clears all four.
+//
+// All methods are safe for concurrent use by multiple goroutines and atomic
+// per key; operations on different keys may interleave freely.
+//
+// Implementations return errors wrapping ErrInvalidArgument for arguments out
+// of range (see ValidateTokenBucket, ValidateSlot, ValidateSlotBurst,
+// ValidateKey and ValidateTTL, which every implementation calls), ErrNotFound
+// from Get for an absent key, and ErrClosed from every method after Close.
+// Being limited is not an error: it is reported through allowed or acquired.
+// The package storetest checks an implementation against this contract.
+type Store interface {
+	// TokenBucket consumes cost tokens from the bucket at key. capacity is
+	// the burst (and the initial fill); refillPerSec is the steady-state
+	// rate in tokens per second. allowed=true means the request fits and
+	// tokens were debited; allowed=false means the bucket is exhausted and
+	// retryAfter is the time until cost tokens will be available. A
+	// refused call debits nothing.
+	//
+	// Implementations must be atomic per key but tolerate cross-key races.
+	TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (allowed bool, retryAfter time.Duration, err error)
+
+	// AcquireSlot atomically reserves one slot in the counter at key,
+	// rejecting (and rolling back) if the post-increment value would
+	// exceed limit. ttl bounds how long an idle counter survives without
+	// further activity; callers should call RefreshSlot periodically on
+	// long-lived holders to prevent the counter from expiring underfoot.
+	//
+	// current is the post-decision counter value (the limit on rejection).
+	AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (acquired bool, current int64, err error)
+
+	// AcquireSlotBurst reserves one slot under a burst model: connections up
+	// to sustained are always admitted; connections between sustained and
+	// ceiling are admitted only while burst budget remains; ceiling is a hard
+	// wall. The budget (burstBudget of full-2× wall time) drains above
+	// sustained and refills at/below it over BurstRefillWindow. ttl bounds idle
+	// survival as with AcquireSlot. See AdmitBurst for the exact semantics.
+	//
+	// current is the connection count after the decision; on rejection it is
+	// the unchanged count, so a caller can tell a ceiling rejection
+	// (current >= ceiling) from a budget-exhaustion one (current < ceiling).
+	AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (acquired bool, current int64, err error)
+
+	// ReleaseSlot decrements the plain counter at key (AcquireSlot), clamped
+	// to zero (a release without a matching acquire is a no-op rather than
+	// going negative). It does not touch burst slots: use ReleaseSlotBurst
+	// for those.
+	ReleaseSlot(ctx context.Context, key string) error
+
+	// RefreshSlot extends a plain counter's idle TTL without changing the
+	// value. Safe to call from a heartbeat goroutine on every active
+	// session; idempotent. It does not touch burst slots.
+	RefreshSlot(ctx context.Context, key string, ttl time.Duration) error
+
+	// ReleaseSlotBurst decrements a burst counter (AcquireSlotBurst) at key,
+	// clamped to zero, after charging the time spent at the old count (see
+	// ReleaseBurst). The burst counterpart to ReleaseSlot; kept separate so
+	// plain and burst counters never share a key namespace.
+	ReleaseSlotBurst(ctx context.Context, key string) error
+
+	// RefreshSlotBurst extends a live burst counter's idle TTL, after
+	// charging the elapsed time (see RefreshBurst). It is a no-op on an
+	// absent or already-expired slot, so a stray refresh cannot resurrect a
+	// reaped counter. Safe to call from a heartbeat goroutine.
+	RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error
+
+	// Get returns a copy of the value at key, or an error wrapping
+	// ErrNotFound when it is absent or expired.
+	Get(ctx context.Context, key string) ([]byte, error)
+
+	// Set writes a copy of value at key with the given TTL. ttl=0 means no
+	// expiry.
+	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+
+	// Delete removes key from all four namespaces. Missing keys are not an
+	// error.
+	Delete(ctx context.Context, key string) error
+
+	// Close stops background work and releases backend resources. It is
+	// idempotent; every other method returns an error wrapping ErrClosed
+	// after it.
+	Close(ctx context.Context) error
+}
+
+// invalid returns an error wrapping ErrInvalidArgument.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// finitePositive reports whether x is a finite number above zero.
+func finitePositive(x float64) bool {
+	return x > 0 && !math.IsInf(x, 1) // NaN fails x > 0
+}
+
+// ValidateKey checks a key: it must be non-empty and at most MaxKeyLen bytes.
+// The returned error wraps ErrInvalidArgument.
+func ValidateKey(key string) error {
+	if key == "" {
+		return invalid("empty key")
+	}
+	if len(key) > MaxKeyLen {
+		return invalid("key of %d bytes exceeds MaxKeyLen (%d)", len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// ValidateTTL checks a TTL: it must not be negative. Zero is valid where the
+// method gives it a meaning (Set: no expiry).
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < 0 {
+		return invalid("negative ttl %v", ttl)
+	}
+	return nil
+}
+
+// ValidateTokenBucket checks the arguments of Store.TokenBucket and returns
+// the Bucket they describe. See NewBucket for the rules.
+func ValidateTokenBucket(key string, capacity, refillPerSec, cost float64) (Bucket, error) {
+	if err := ValidateKey(key); err != nil {
+		return Bucket{}, err
+	}
+	return NewBucket(capacity, refillPerSec, cost)
+}
+
+// ValidateSlot checks the arguments of Store.AcquireSlot: limit at least one
+// and ttl above zero (an idle counter must expire).
+func ValidateSlot(key string, limit int64, ttl time.Duration) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return invalid("slot limit %d < 1", limit)
+	}
+	return validateSlotTTL(ttl)
+}
+
+// ValidateSlotBurst checks the arguments of Store.AcquireSlotBurst:
+// sustained at least one, sustained ≤ ceiling ≤ 2 × sustained, a burst budget
+// that is not negative, and ttl above zero.
+func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl time.Duration) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if sustained < 1 {
+		return invalid("sustained %d < 1", sustained)
+	}
+	if ceiling < sustained || ceiling > 2*sustained || ceiling < 0 {
+		return invalid("ceiling %d outside [sustained, 2 × sustained] = [%d, %d]", ceiling, sustained, 2*sustained)
+	}
+	if burstBudget < 0 {
+		return invalid("negative burst budget %v", burstBudget)
+	}
+	return validateSlotTTL(ttl)
+}
+
+// ValidateRefresh checks the arguments of RefreshSlot and RefreshSlotBurst.
+func ValidateRefresh(key string, ttl time.Duration) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	return validateSlotTTL(ttl)
+}
+
+func validateSlotTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return invalid("slot ttl %v must be above zero", ttl)
+	}
+	return nil
+}
