@@ -1,0 +1,156 @@
+package pace
+
+import (
+	"math"
+	"time"
+)
+
+// BurstRefillWindow is how long a slot must sit at or below its sustained cap
+// to refill the full burst budget. Draining above sustained is proportional
+// to how far above (a full 2× load drains 1:1); refilling is linear over this
+// window.
+const BurstRefillWindow = time.Hour
+
+// BurstSlotState is the state behind Store.AcquireSlotBurst: live usage,
+// remaining burst budget, and the last assessment time, with the model
+// parameters persisted so that releases and heartbeats can account for time
+// without their callers repeating them.
+//
+// The zero value is an absent slot: Count 0 and, at its first admission, a
+// full budget.
+//
+// The arithmetic of AdmitBurst, AssessBurst, RefreshBurst and ReleaseBurst is
+// the reference for every backend. Each step's drain or refill is computed as
+// floor(a × b / c) in IEEE-754 double precision on integer nanoseconds, so a
+// Lua script or a SQL function doing the same operations in the same order
+// reaches the same state to the nanosecond.
+type BurstSlotState struct {
+	Count          int64         // live connections
+	BurstRemaining time.Duration // budget left, in [0, BurstBudget]
+	LastAssessed   time.Time     // when BurstRemaining was last brought up to date
+	Expires        time.Time     // when the holders are presumed gone without a refresh
+	Sustained      int64         // the sustained cap of the last admission
+	BurstBudget    time.Duration // the budget of the last admission
+}
+
+// AdmitBurst assesses st against the elapsed time to now, then decides
+// whether one more connection is admitted under the sustained/ceiling burst
+// model:
+//
+//   - Connections up to sustained are always admitted (the sustained cap).
+//   - Between sustained and ceiling (at most 2 × sustained) a connection is
+//     admitted only while burst budget remains.
+//   - ceiling is a hard wall: never admit past it.
+//
+// While the count is above sustained the budget drains by
+// elapsed × (count − sustained) / sustained, so camping at 2× drains it 1:1
+// and burns a full budget in burstBudget of wall time; at or below sustained
+// it refills at burstBudget / BurstRefillWindow, up to burstBudget.
+//
+// st is mutated in place; on admission Count and Expires (now + ttl) advance,
+// on rejection only the assessment is recorded. The result reports admission:
+// the caller tells a ceiling rejection (st.Count >= ceiling) from a budget
+// one (st.Count < ceiling). A state seen for the first time (zero
+// LastAssessed) starts with a full budget. The arguments are not validated
+// here: see ValidateSlotBurst.
+func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl time.Duration, now time.Time) bool {
+	if st.LastAssessed.IsZero() {
+		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}
+	} else {
+		AssessBurst(st, now)
+	}
+	st.Sustained, st.BurstBudget = sustained, burstBudget
+	st.BurstRemaining = min(st.BurstRemaining, burstBudget)
+
+	switch {
+	case st.Count >= ceiling:
+		return false
+	case st.Count >= sustained && st.BurstRemaining <= 0:
+		return false
+	}
+	st.Count++
+	st.Expires = now.Add(ttl)
+	return true
+}
+
+// AssessBurst charges or refills the interval from st.LastAssessed to now at
+// the live count, with the parameters persisted in st. A slot whose idle TTL
+// has run out is charged at its count up to Expires; then its holders are
+// presumed gone and its count drops to zero, while the budget it burned stays
+// owed until it has refilled, so letting a slot expire does not launder a
+// burst. A now before LastAssessed (a clock that went backwards) charges
+// nothing and does not move LastAssessed back.
+func AssessBurst(st *BurstSlotState, now time.Time) {
+	if st.Count > 0 && !st.Expires.IsZero() && !now.Before(st.Expires) {
+		chargeBurst(st, st.Expires)
+		st.Count = 0
+	}
+	chargeBurst(st, now)
+}
+
+// chargeBurst accounts for the time from st.LastAssessed to t at st.Count.
+func chargeBurst(st *BurstSlotState, t time.Time) {
+	elapsed := t.Sub(st.LastAssessed)
+	if elapsed <= 0 {
+		return
+	}
+	st.LastAssessed = t
+	if st.Count > st.Sustained && st.Sustained > 0 {
+		drain := mulDiv(elapsed, time.Duration(st.Count-st.Sustained), time.Duration(st.Sustained))
+		st.BurstRemaining = max(st.BurstRemaining-drain, 0)
+		return
+	}
+	refill := mulDiv(elapsed, st.BurstBudget, BurstRefillWindow)
+	st.BurstRemaining = min(st.BurstRemaining+refill, st.BurstBudget)
+}
+
+// mulDiv returns floor(a × b / c) computed in double precision, saturated to
+// the int64 range. Written as one expression so that every engine rounds it
+// alike.
+func mulDiv(a, b, c time.Duration) time.Duration {
+	q := math.Floor(float64(a) * float64(b) / float64(c))
+	if q >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(q)
+}
+
+// RefreshBurst charges elapsed time before extending the slot's idle TTL to
+// now + ttl. It is a no-op on a slot with no live connection, including one
+// whose TTL has already run out, so a stray heartbeat cannot resurrect a
+// reaped counter.
+func RefreshBurst(st *BurstSlotState, ttl time.Duration, now time.Time) {
+	AssessBurst(st, now)
+	if st.Count > 0 {
+		st.Expires = now.Add(ttl)
+	}
+}
+
+// ReleaseBurst charges the time spent at the old count before releasing one
+// connection, clamped at zero. This prevents disconnecting burst holders from
+// erasing the budget they consumed.
+func ReleaseBurst(st *BurstSlotState, now time.Time) {
+	AssessBurst(st, now)
+	if st.Count > 0 {
+		st.Count--
+	}
+}
+
+// ReclaimAt reports the instant from which st, left alone, is
+// indistinguishable from an absent slot (no live connection and a full
+// budget), so a backend may drop the row then. It is conservative: a slot
+// that was above sustained is kept until a whole BurstRefillWindow after its
+// expiry.
+func (st *BurstSlotState) ReclaimAt() time.Time {
+	if st.Count > st.Sustained {
+		return st.Expires.Add(BurstRefillWindow)
+	}
+	at := st.LastAssessed
+	if deficit := st.BurstBudget - st.BurstRemaining; deficit > 0 {
+		at = at.Add(time.Duration(math.Ceil(float64(deficit) * float64(BurstRefillWindow) / float64(st.BurstBudget))))
+	}
+	if st.Count > 0 && st.Expires.After(at) {
+		at = st.Expires
+	}
+	return at
+}

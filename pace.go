@@ -1,0 +1,210 @@
+// Package pace answers "may this key make one more request now?" in tens of
+// nanoseconds, with memory bounded by the keys that actually took, not by
+// the keys that were named.
+//
+// Pace is the keyed pace of N events per second per key, for token
+// endpoints, API gateways and game or chat servers. Buckets is the same table
+// with a bucket shape per call. Store is the interface for state shared
+// across processes (token buckets, connection slots with a sustained/ceiling
+// burst model, memoised values), implemented in memory by package memory and
+// on Redis and PostgreSQL by the nested modules redisstore and pgstore.
+// Bucket and the burst functions (AdmitBurst and friends) are the pure
+// arithmetic every implementation decides with.
+package pace
+
+import (
+	"math"
+	"time"
+)
+
+// Pace is a keyed pace: at most N events per second for each key, with a
+// bucket of one second.
+//
+// Every key has a token bucket holding max(1, N × 1s) events, refilled
+// continuously at N per second; a key seen for the first time has a full
+// bucket. Nothing accumulates beyond one second, so a client silent for an
+// hour gets no hour-long burst. Paces below one per second still admit one
+// event, then one every 1/N seconds.
+//
+// Reserve debits and decides in one atomic step; there is no separate
+// "is there pace left?" question to race with. When the request is then
+// rejected for another reason (a wrong secret, say), Reservation.Return gives
+// the event back, so a forger who names someone else's client id spends none
+// of that client's pace. Allow is the variant whose debit is never returned:
+// every request that reached it spends.
+//
+// A full bucket is indistinguishable from an absent one, so it is not kept: a
+// reservation returned on a new key leaves no row, and a sweep (see Buckets)
+// forgets every key that has not taken for one horizon (one second at paces
+// of one per second or more, 1/N seconds below). Memory is bounded by the
+// keys that took within the last horizon, at most twice that many rows, each
+// of 16 to 64 bytes whatever the key's length.
+//
+// The pace is per process. N replicas behind a balancer give a client up to
+// N × the pace; for a limit shared by many processes use a Store on Redis or
+// PostgreSQL.
+//
+// A decision on an existing key reads the clock once, writes only that key's
+// own 8 bytes (a refusal writes nothing), and takes no lock. Pace must be
+// created with New. It is safe for concurrent use by multiple goroutines.
+type Pace struct {
+	t   Buckets
+	b   Bucket
+	obs Observer
+}
+
+// MaxRate is the highest pace New accepts, in events per second per key: one
+// event per nanosecond.
+const MaxRate = 1e9
+
+// New returns a Pace of perSecond events per second for each key.
+// perSecond must be a positive finite number no larger than MaxRate;
+// otherwise the error wraps ErrInvalidArgument.
+//
+// The pace is per process: N replicas give a client up to N × perSecond.
+func New(perSecond float64, opts ...Option) (*Pace, error) {
+	if !finitePositive(perSecond) || perSecond > MaxRate {
+		return nil, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
+	}
+	b, err := NewBucket(math.Max(1, perSecond), perSecond, 1)
+	if err != nil {
+		return nil, err
+	}
+	cfg := newConfig(opts)
+	p := &Pace{b: b, obs: cfg.observer}
+	p.t.init(cfg)
+	p.t.widen(b)
+	return p, nil
+}
+
+// Reserve debits one event from key's bucket and reports, in the returned
+// Reservation, whether it fitted. A refused reservation debits nothing. Any
+// string is a key, the empty one included; only a 64-bit hash of it is kept.
+func (p *Pace) Reserve(key string) Reservation {
+	h := p.t.hash(key)
+	now := p.t.now()
+	tat, wait, ok := p.t.take(h, p.b, now)
+	r := Reservation{p: p, key: h, ok: ok}
+	if ok {
+		r.d = tat - now
+	} else {
+		r.d = wait
+	}
+	if p.obs != nil {
+		p.obs.Reserved(ok)
+	}
+	return r
+}
+
+// Allow reports whether key may make one more event now, and debits it if
+// so. It is a Reserve that is never returned.
+func (p *Pace) Allow(key string) bool {
+	r := p.Reserve(key)
+	return r.ok
+}
+
+// Len reports the number of live rows: keys whose bucket was not full when
+// last looked at.
+func (p *Pace) Len() int { return p.t.Len() }
+
+// Rate reports the pace in events per second per key, as given to New.
+func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interval) }
+
+// Burst reports the capacity of each key's bucket in whole events:
+// max(1, rate × 1s), rounded down.
+func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
+
+// Reservation is the outcome of Pace.Reserve: a small value that does not
+// allocate. Its methods are not safe for concurrent use on the same variable;
+// copies share nothing but the Pace, so returning a copy returns the event
+// again.
+type Reservation struct {
+	p   *Pace
+	key uint64
+	d   int64 // ok: debt after the take; refused: wait until it fits
+	ok  bool
+}
+
+// OK reports whether the event was admitted (and debited).
+func (r Reservation) OK() bool { return r.ok }
+
+// RetryAfter reports 0 when the reservation was admitted; when it was
+// refused, the exact time after the decision at which one event fits.
+func (r Reservation) RetryAfter() time.Duration {
+	if r.ok {
+		return 0
+	}
+	return time.Duration(r.d)
+}
+
+// Remaining reports how many whole events the key had left just after the
+// decision: for a RateLimit-Remaining header. It is 0 when refused.
+func (r Reservation) Remaining() int {
+	if !r.ok {
+		return 0
+	}
+	return r.p.b.Remaining(time.Duration(r.d), 0)
+}
+
+// Return gives the reserved event back, as if the reservation had not been
+// made, whether it is called at once or later (time that has passed still
+// refills the bucket), and never lifts the bucket above full. It does
+// nothing on a refused reservation, on the zero Reservation, or when called a
+// second time on the same variable.
+func (r *Reservation) Return() {
+	if !r.ok {
+		return
+	}
+	r.ok = false
+	r.d = 0
+	p := r.p
+	p.t.refund(r.key, p.b, p.t.now())
+	if p.obs != nil {
+		p.obs.Returned()
+	}
+}
+
+// Observer receives the decisions of a Pace (see WithObserver), for metrics.
+// Its methods are called on the decision path, once per call, and must be
+// fast and safe for concurrent use by multiple goroutines.
+type Observer interface {
+	// Reserved is called once per Reserve or Allow with its outcome.
+	Reserved(ok bool)
+	// Returned is called once per Reservation.Return that gave an event back.
+	Returned()
+}
+
+// Option configures New and NewBuckets.
+type Option func(*config)
+
+type config struct {
+	clock    func() time.Time
+	observer Observer
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// WithClock makes the Pace (or Buckets) read time from now instead of the
+// monotonic clock, for tests and simulations. now is called once per decision
+// and must be safe for concurrent use. A reading earlier than a previous one
+// is tolerated: it can only make decisions stricter, never looser. The
+// default reads time.Since of a monotonic epoch, the cheapest reading Go
+// offers. A nil now keeps the default.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.clock = now }
+}
+
+// WithObserver reports every decision of a Pace to o (see package
+// instrument). The default is none, which costs nothing. NewBuckets ignores
+// it.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o }
+}

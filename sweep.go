@@ -1,0 +1,107 @@
+package pace
+
+// The sweep is how a table of buckets forgets the keys that stopped taking.
+//
+// A row whose arrival time is not after now is a full bucket, which decides
+// exactly like an absent one, so the sweep deletes it. A pass over a shard
+// runs under that shard's lock, on the calling goroutine (there is no
+// background goroutine to stop), when either
+//
+//   - the shard's live rows have doubled since its last pass (checked on
+//     insert, so a flood of new keys pays for its own cleanup, amortised O(1)
+//     per insert), or
+//   - one horizon has passed since its last pass (checked on every decision,
+//     by one shared read), after which every row from before the pass is full:
+//     the horizon is the time an empty bucket takes to refill.
+//
+// So a shard holds at most twice the keys that took within the last horizon.
+// Go maps and slices do not shrink, so a pass that leaves the table far below
+// its high-water mark (or mostly tombstones) rebuilds it at a size that fits,
+// and an empty shard drops its table altogether: the heap really comes back
+// after a flood.
+
+// trySweep runs a horizon pass on sh unless another goroutine holds its lock
+// (that goroutine is inserting, and will sweep if the shard doubled; the next
+// decision will try again).
+func (t *Buckets) trySweep(sh *shard, now int64) {
+	if !sh.mu.TryLock() {
+		return
+	}
+	if now >= sh.nextSweep.Load() {
+		t.sweep(sh, now)
+	}
+	sh.mu.Unlock()
+}
+
+// sweep deletes the full rows of sh and rebuilds its table when it has
+// shrunk far below its size. The caller holds sh.mu.
+func (t *Buckets) sweep(sh *shard, now int64) {
+	sh.nextSweep.Store(now + max(t.horizon.Load(), 1))
+	tab := sh.tab.Load()
+	if tab == nil {
+		sh.swept = 0
+		return
+	}
+	for i := range tab.slots {
+		s := &tab.slots[i]
+		if s.key.Load() == 0 {
+			continue
+		}
+		// A failed drop means a decision moved the row just now: it is live.
+		if v := s.tat.Load(); v <= now {
+			sh.drop(s, v)
+		}
+	}
+	live := int(sh.live.Load())
+	if live == 0 || 8*live < len(tab.slots) || 2*live < sh.used {
+		sh.rebuild(live)
+	}
+	sh.swept = sh.live.Load()
+}
+
+// rebuild replaces sh's table by one sized for n rows (nil when the shard
+// holds none), moving every live row across, and returns it. Each old slot is
+// marked moved first, so a decision racing with the move retries on the new
+// table instead of writing to the old one. The caller holds sh.mu.
+func (sh *shard) rebuild(n int) *slotTable {
+	old := sh.tab.Load()
+	var tab *slotTable
+	if n > 0 {
+		tab = newSlotTable(n)
+	}
+	copied := 0
+	if old != nil {
+		for i := range old.slots {
+			s := &old.slots[i]
+			k := s.key.Load()
+			if k == 0 {
+				continue
+			}
+			v := s.tat.Swap(moved)
+			if v <= deleted {
+				continue
+			}
+			if tab == nil { // n undercounted the live rows; never drop one
+				tab = newSlotTable(1)
+			}
+			d := tab.freeSlot(k)
+			d.tat.Store(v)
+			d.key.Store(k)
+			copied++
+		}
+	}
+	sh.tab.Store(tab)
+	sh.used = copied
+	sh.live.Store(int64(copied))
+	return tab
+}
+
+// newSlotTable returns an empty table for n rows: the smallest power of two,
+// at least minSlots, that keeps the load at or below one half.
+func newSlotTable(n int) *slotTable {
+	size := minSlots
+	for 2*n > size {
+		size *= 2
+	}
+	return &slotTable{slots: make([]slot, size), mask: uint64(size - 1)}
+}

@@ -1,0 +1,310 @@
+package pace
+
+import (
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Buckets is a table of token buckets, one per key, each kept as a single
+// int64 (the theoretical arrival time of Bucket), whose shape is given on
+// every call. A Pace is a Buckets with one fixed shape; memory.Store keeps its
+// token buckets in one.
+//
+// Full buckets are forgotten, since a full bucket and an absent one decide
+// alike: memory is bounded by the keys that took within the last horizon
+// (the longest Tolerance of the shapes used), not by the keys ever named. See
+// the Pace documentation for how and when rows are reclaimed.
+//
+// Keys are stored as 64-bit hashes under a seed chosen at random for each
+// table, never as strings, so a key never pins the caller's buffer. Two
+// distinct keys share a bucket only if their hashes collide: with n live keys
+// the odds that any two collide are about n²/2⁶⁵ (one in 37 million for a
+// million keys), and an attacker cannot aim for a collision without knowing
+// the seed.
+//
+// Buckets must be created with NewBuckets. It is safe for concurrent use by
+// multiple goroutines.
+type Buckets struct {
+	shards  [numShards]shard
+	seed    maphash.Seed
+	epoch   time.Time
+	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
+	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds
+}
+
+const (
+	shardBits = 6
+	numShards = 1 << shardBits
+	minSlots  = 8
+
+	// Slot values below any arrival time: a row being moved to a new table,
+	// and a row deleted (its key stays to keep probe chains intact).
+	moved   = math.MinInt64
+	deleted = math.MinInt64 + 1
+)
+
+// shard is one lock domain of a Buckets. Lookups and decisions on existing
+// keys read tab and nextSweep and write only the key's own slot; mu is taken
+// only to change the structure (insert, revive, sweep, rebuild).
+type shard struct {
+	tab       atomic.Pointer[slotTable]
+	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
+	_         [48]byte     // keep the read-mostly words apart from the written ones
+
+	mu    sync.Mutex
+	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
+	used  int          // slots with a key, live or deleted; guarded by mu
+	swept int64        // live rows after the last sweep; guarded by mu
+	_     [32]byte
+}
+
+// slotTable is an open-addressing table with linear probing. A slot's key is
+// written once, after its value, and never changes for the life of the
+// table; a table is replaced whole when it is rebuilt.
+type slotTable struct {
+	slots []slot
+	mask  uint64
+}
+
+type slot struct {
+	key atomic.Uint64 // 0: empty
+	tat atomic.Int64  // arrival time, or moved, or deleted
+}
+
+// NewBuckets returns an empty table. WithClock is the only option it reads.
+func NewBuckets(opts ...Option) *Buckets {
+	t := new(Buckets)
+	t.init(newConfig(opts))
+	return t
+}
+
+func (t *Buckets) init(cfg config) {
+	t.seed = maphash.MakeSeed()
+	t.clock = cfg.clock
+	if t.clock != nil {
+		t.epoch = t.clock()
+	} else {
+		t.epoch = time.Now()
+	}
+}
+
+// now reads the table's clock once, in nanoseconds since its epoch.
+func (t *Buckets) now() int64 {
+	if t.clock == nil {
+		return int64(time.Since(t.epoch))
+	}
+	return int64(t.clock().Sub(t.epoch))
+}
+
+func (t *Buckets) hash(key string) uint64 {
+	h := maphash.String(t.seed, key)
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func (t *Buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)] }
+
+// Take takes one shape-sized take from the bucket at key, now. It reports
+// whether the take fits (and was debited) and, if not, how long until it
+// would. A refused take changes nothing.
+func (t *Buckets) Take(key string, b Bucket) (ok bool, wait time.Duration) {
+	t.widen(b)
+	_, w, ok := t.take(t.hash(key), b, t.now())
+	return ok, time.Duration(w)
+}
+
+// Forget drops the bucket at key, as if it were full.
+func (t *Buckets) Forget(key string) {
+	h := t.hash(key)
+	sh := t.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.find(h); s != nil {
+		sh.drop(s, s.tat.Load())
+	}
+}
+
+// drop deletes the row in s if it still holds v, and reports whether it did.
+// Every change of the live count happens under sh.mu, so a rebuild counts
+// exactly; decisions racing on the slot itself are settled by the swap.
+// The caller holds sh.mu.
+func (sh *shard) drop(s *slot, v int64) bool {
+	if v <= deleted || !s.tat.CompareAndSwap(v, deleted) {
+		return false
+	}
+	sh.live.Add(-1)
+	return true
+}
+
+// Len reports the number of rows: buckets that were not full when last
+// looked at. Full rows are dropped as they are found (by Return, or by the
+// sweep), so Len may count a few that have refilled since.
+func (t *Buckets) Len() int {
+	n := int64(0)
+	for i := range t.shards {
+		n += t.shards[i].live.Load()
+	}
+	return int(n)
+}
+
+// widen records b's tolerance as the sweep horizon if it is the longest seen.
+func (t *Buckets) widen(b Bucket) {
+	for {
+		h := t.horizon.Load()
+		if int64(b.tolerance) <= h || t.horizon.CompareAndSwap(h, int64(b.tolerance)) {
+			return
+		}
+	}
+}
+
+// take decides one take of shape b for the key hashed to h at now. When ok,
+// tat is the new arrival time; when not, wait is the time until the take
+// would fit, and nothing was written.
+func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, ok bool) {
+	sh := t.shardOf(h)
+	if now >= sh.nextSweep.Load() {
+		t.trySweep(sh, now)
+	}
+	for {
+		if s := sh.find(h); s != nil {
+			v := s.tat.Load()
+			if v > deleted {
+				next, w, ok := b.Take(time.Duration(v), time.Duration(now))
+				if !ok {
+					return v, int64(w), false
+				}
+				if s.tat.CompareAndSwap(v, int64(next)) {
+					return int64(next), 0, true
+				}
+				continue
+			}
+			if v == moved {
+				sh.waitRebuild()
+				continue
+			}
+		}
+		if tat, done := t.insert(sh, h, b, now); done {
+			return tat, 0, true
+		}
+	}
+}
+
+// refund gives one take of shape b back to the bucket hashed to h, at now,
+// and drops the row if that leaves the bucket full.
+func (t *Buckets) refund(h uint64, b Bucket, now int64) {
+	sh := t.shardOf(h)
+	for {
+		s := sh.find(h)
+		if s == nil {
+			return
+		}
+		v := s.tat.Load()
+		switch {
+		case v == deleted:
+			return
+		case v == moved:
+			sh.waitRebuild()
+			continue
+		}
+		next, full := b.Refund(time.Duration(v), time.Duration(now))
+		if !full {
+			if s.tat.CompareAndSwap(v, int64(next)) {
+				return
+			}
+			continue
+		}
+		sh.mu.Lock()
+		dropped := sh.drop(s, v)
+		sh.mu.Unlock()
+		if dropped {
+			return
+		}
+	}
+}
+
+// find returns the slot holding h, or nil. The slot may hold a deleted or
+// moved row; callers look at its value.
+func (sh *shard) find(h uint64) *slot {
+	tab := sh.tab.Load()
+	if tab == nil {
+		return nil
+	}
+	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
+		s := &tab.slots[i]
+		switch s.key.Load() {
+		case h:
+			return s
+		case 0:
+			return nil
+		}
+	}
+}
+
+// waitRebuild blocks until a rebuild in progress on sh has published its new
+// table: the rebuild holds mu throughout.
+func (sh *shard) waitRebuild() {
+	sh.mu.Lock()
+	sh.mu.Unlock() //lint:ignore SA2001 an empty critical section is the point: it waits for the rebuild
+}
+
+// insert takes the first take from an absent (full) bucket hashed to h, under
+// the shard lock. It reports done=false when the key turned out to be live
+// already (another goroutine inserted it), so the caller decides on the lock-
+// free path again.
+func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, done bool) {
+	next, _, _ := b.Take(time.Duration(now), time.Duration(now)) // a full bucket admits any valid take
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.live.Load() >= 2*max(sh.swept, minSlots) {
+		t.sweep(sh, now)
+	}
+	tab := sh.tab.Load()
+	var free *slot
+	if tab != nil {
+		for i := h & tab.mask; ; i = (i + 1) & tab.mask {
+			s := &tab.slots[i]
+			k := s.key.Load()
+			if k == h {
+				if s.tat.Load() != deleted {
+					return 0, false
+				}
+				if int64(next) > now {
+					s.tat.Store(int64(next)) // revive: only mu holders write a deleted slot
+					sh.live.Add(1)
+				}
+				return int64(next), true
+			}
+			if k == 0 {
+				free = s
+				break
+			}
+		}
+	}
+	if int64(next) <= now {
+		return int64(next), true // a take of cost zero leaves the bucket full: no row
+	}
+	if tab == nil || 4*(sh.used+1) > 3*len(tab.slots) {
+		tab = sh.rebuild(int(sh.live.Load()) + 1)
+		free = tab.freeSlot(h)
+	}
+	free.tat.Store(int64(next))
+	free.key.Store(h) // publish after the value
+	sh.used++
+	sh.live.Add(1)
+	return int64(next), true
+}
+
+// freeSlot returns the empty slot where h would be inserted. The table must
+// not hold h and must have an empty slot.
+func (tab *slotTable) freeSlot(h uint64) *slot {
+	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
+		if tab.slots[i].key.Load() == 0 {
+			return &tab.slots[i]
+		}
+	}
+}
