@@ -1,0 +1,345 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// FailurePolicy is the decision a Store wrapped by WithFailurePolicy makes,
+// in place of its backend, when the backend fails: admit (FailOpen) or refuse
+// (FailClosed). The zero value is not a policy, so the choice is always
+// explicit.
+type FailurePolicy int
+
+const (
+	// FailClosed refuses when the backend fails: TokenBucket reports
+	// allowed=false with the configured retryAfter (see
+	// FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
+	// acquired=false with current set to the limit (or the ceiling), which
+	// reads as a hard-wall rejection.
+	//
+	// Choose it when the limit protects something that must not be
+	// overrun (a paid upstream quota, a password-guessing endpoint, a
+	// database that falls over under load): an outage of the limiter's
+	// backend becomes an outage of the limited service, but never an
+	// unlimited one.
+	FailClosed FailurePolicy = iota + 1
+
+	// FailOpen admits when the backend fails: TokenBucket reports
+	// allowed=true, AcquireSlot and AcquireSlotBurst acquired=true with
+	// current 0 (the count is unknown).
+	//
+	// Choose it when the limit is a fairness measure and availability
+	// matters more: an outage of the limiter's backend then leaves the
+	// service up but unlimited for as long as it lasts, and whoever can
+	// make the backend fail (by flooding it, say) can lift the limit. Slots
+	// admitted open were never counted, so their later ReleaseSlot, once the
+	// backend is back, decrements a counter that never held them: it is
+	// clamped at zero, but may briefly let another holder in early.
+	FailOpen
+)
+
+// String returns "fail-closed", "fail-open", or a description of an invalid
+// value.
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailClosed:
+		return "fail-closed"
+	case FailOpen:
+		return "fail-open"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// FailureHook is told about every decision a Store wrapped by
+// WithFailurePolicy makes in place of its backend: op is the method name
+// ("TokenBucket", "AcquireSlot" or "AcquireSlotBurst"), err the backend error
+// that caused it, allowed the decision. It is called synchronously, once per
+// such decision, possibly from many goroutines at once, so it must be fast
+// and safe for concurrent use. Package instrument provides one that counts
+// the decisions for Prometheus.
+type FailureHook func(op string, err error, allowed bool)
+
+// FailureOption configures WithFailurePolicy.
+type FailureOption func(*failureConfig)
+
+type failureConfig struct {
+	hook       FailureHook
+	retryAfter time.Duration
+}
+
+// DefaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
+// reports when FailClosedRetryAfter is not given: long enough that callers
+// who honour it do not hammer a failing backend, short enough that service
+// resumes promptly once it is back.
+const DefaultFailClosedRetryAfter = time.Second
+
+// OnFailure reports every decision made in place of the backend to h (see
+// FailureHook). The default is none. A nil h keeps the default; a second
+// OnFailure replaces the first.
+func OnFailure(h FailureHook) FailureOption {
+	return func(c *failureConfig) { c.hook = h }
+}
+
+// FailClosedRetryAfter sets the retryAfter that TokenBucket reports when it
+// refuses under FailClosed because the backend failed. It must be above zero;
+// the default is DefaultFailClosedRetryAfter. FailOpen ignores it.
+func FailClosedRetryAfter(d time.Duration) FailureOption {
+	return func(c *failureConfig) { c.retryAfter = d }
+}
+
+// WithFailurePolicy returns a Store that forwards every call to s, bounds each
+// call by timeout, and turns a backend failure of a decision (TokenBucket,
+// AcquireSlot, AcquireSlotBurst) into the explicit decision of policy, with a
+// nil error, reported to the FailureHook given by OnFailure.
+//
+// A backend failure is any non-nil error from s, including one caused by the
+// timeout expiring (context.DeadlineExceeded), except:
+//   - an error wrapping ErrInvalidArgument: the wrapper validates the
+//     arguments itself before calling s (ValidateTokenBucket, ValidateSlot,
+//     ValidateSlotBurst), so bad input gets its error even when the backend is
+//     down, and never an allow-all under FailOpen;
+//   - an error wrapping ErrClosed, from s or from the wrapper after Close;
+//   - any error once the caller's ctx is done (canceled, or its own deadline
+//     passed): the caller has given up, and gets the backend's error back,
+//     which normally wraps ctx.Err().
+//
+// Those errors are returned as they are. The other methods (ReleaseSlot,
+// RefreshSlot, ReleaseSlotBurst, RefreshSlotBurst, Get, Set, Delete) have no
+// decision to substitute: they get the timeout too, and return every error
+// unchanged, without calling the hook. Close closes s with the caller's ctx
+// (no timeout) and makes every later call on the wrapper return an error
+// wrapping ErrClosed without reaching s; it is idempotent if s.Close is.
+//
+// timeout bounds each call through context.WithTimeout on the caller's ctx;
+// 0 means no bound beyond the caller's own deadline. A backend that honours
+// its context (as every Store must) then answers within timeout, with an
+// error the policy turns into a decision. Choose timeout from the backend's
+// normal latency (a few milliseconds on a local Redis or PostgreSQL), not
+// from the caller's patience: a decision that waits for a dead backend holds
+// the request that asked for it. Each bounded call allocates a context and a
+// timer.
+//
+// The result is safe for concurrent use by multiple goroutines if s is. The
+// error wraps ErrInvalidArgument when s is nil, policy is neither FailOpen
+// nor FailClosed, timeout is negative, or FailClosedRetryAfter is not above
+// zero.
+//
+// Wrapping an instrumented store (package instrument) keeps the real backend
+// errors and latencies visible in its metrics, while the hook counts the
+// decisions made in their place:
+//
+//	inner, err := instrument.Wrap(redisStore, reg)
+//	hook, err := instrument.FailureHook(reg)
+//	s, err := pace.WithFailurePolicy(inner, pace.FailClosed, 50*time.Millisecond, pace.OnFailure(hook))
+func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...FailureOption) (Store, error) {
+	if s == nil {
+		return nil, invalid("nil store")
+	}
+	if policy != FailOpen && policy != FailClosed {
+		return nil, invalid("failure policy %v is neither FailOpen nor FailClosed", policy)
+	}
+	if timeout < 0 {
+		return nil, invalid("negative timeout %v", timeout)
+	}
+	cfg := failureConfig{retryAfter: DefaultFailClosedRetryAfter}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.retryAfter <= 0 {
+		return nil, invalid("fail-closed retryAfter %v must be above zero", cfg.retryAfter)
+	}
+	return &failureStore{
+		s:          s,
+		open:       policy == FailOpen,
+		timeout:    timeout,
+		retryAfter: cfg.retryAfter,
+		hook:       cfg.hook,
+	}, nil
+}
+
+// failureStore is the Store returned by WithFailurePolicy.
+type failureStore struct {
+	s          Store
+	open       bool
+	timeout    time.Duration
+	retryAfter time.Duration
+	hook       FailureHook
+	closed     atomic.Bool
+}
+
+var _ Store = (*failureStore)(nil)
+
+var errFailureClosed = fmt.Errorf("%w (failure policy wrapper)", ErrClosed)
+
+func noCancel() {}
+
+// bound returns ctx limited by the timeout, and its cancel function.
+func (f *failureStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout == 0 {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, f.timeout)
+}
+
+// failed reports whether err, returned by the backend to a call made with the
+// caller's ctx, is a backend failure that the policy decides in place of.
+func failed(ctx context.Context, err error) bool {
+	return err != nil &&
+		ctx.Err() == nil &&
+		!errors.Is(err, ErrInvalidArgument) &&
+		!errors.Is(err, ErrClosed)
+}
+
+// decide reports the policy's decision for op, after calling the hook.
+func (f *failureStore) decide(op string, err error) bool {
+	if f.hook != nil {
+		f.hook(op, err, f.open)
+	}
+	return f.open
+}
+
+// TokenBucket forwards to the backend; see WithFailurePolicy for what happens
+// when it fails.
+func (f *failureStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	if f.closed.Load() {
+		return false, 0, errFailureClosed
+	}
+	if _, err := ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
+		return false, 0, err
+	}
+	bctx, cancel := f.bound(ctx)
+	allowed, retryAfter, err := f.s.TokenBucket(bctx, key, capacity, refillPerSec, cost)
+	cancel()
+	if !failed(ctx, err) {
+		return allowed, retryAfter, err
+	}
+	if f.decide("TokenBucket", err) {
+		return true, 0, nil
+	}
+	return false, f.retryAfter, nil
+}
+
+// AcquireSlot forwards to the backend; see WithFailurePolicy for what happens
+// when it fails.
+func (f *failureStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	if f.closed.Load() {
+		return false, 0, errFailureClosed
+	}
+	if err := ValidateSlot(key, limit, ttl); err != nil {
+		return false, 0, err
+	}
+	bctx, cancel := f.bound(ctx)
+	acquired, current, err := f.s.AcquireSlot(bctx, key, limit, ttl)
+	cancel()
+	if !failed(ctx, err) {
+		return acquired, current, err
+	}
+	if f.decide("AcquireSlot", err) {
+		return true, 0, nil
+	}
+	return false, limit, nil
+}
+
+// AcquireSlotBurst forwards to the backend; see WithFailurePolicy for what
+// happens when it fails.
+func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+	if f.closed.Load() {
+		return false, 0, errFailureClosed
+	}
+	if err := ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+		return false, 0, err
+	}
+	bctx, cancel := f.bound(ctx)
+	acquired, current, err := f.s.AcquireSlotBurst(bctx, key, sustained, ceiling, burstBudget, ttl)
+	cancel()
+	if !failed(ctx, err) {
+		return acquired, current, err
+	}
+	if f.decide("AcquireSlotBurst", err) {
+		return true, 0, nil
+	}
+	return false, ceiling, nil
+}
+
+// ReleaseSlot forwards to the backend within the timeout.
+func (f *failureStore) ReleaseSlot(ctx context.Context, key string) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.ReleaseSlot(ctx, key)
+}
+
+// RefreshSlot forwards to the backend within the timeout.
+func (f *failureStore) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.RefreshSlot(ctx, key, ttl)
+}
+
+// ReleaseSlotBurst forwards to the backend within the timeout.
+func (f *failureStore) ReleaseSlotBurst(ctx context.Context, key string) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.ReleaseSlotBurst(ctx, key)
+}
+
+// RefreshSlotBurst forwards to the backend within the timeout.
+func (f *failureStore) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.RefreshSlotBurst(ctx, key, ttl)
+}
+
+// Get forwards to the backend within the timeout.
+func (f *failureStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if f.closed.Load() {
+		return nil, errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.Get(ctx, key)
+}
+
+// Set forwards to the backend within the timeout.
+func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.Set(ctx, key, value, ttl)
+}
+
+// Delete forwards to the backend within the timeout.
+func (f *failureStore) Delete(ctx context.Context, key string) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	return f.s.Delete(ctx, key)
+}
+
+// Close closes the backend with the caller's ctx and makes every later call
+// return ErrClosed.
+func (f *failureStore) Close(ctx context.Context) error {
+	f.closed.Store(true)
+	return f.s.Close(ctx)
+}

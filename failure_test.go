@@ -1,0 +1,503 @@
+package pace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// errBackend stands for a backend that is down.
+var errBackend = errors.New("backend: connection refused")
+
+// scriptStore is a Store whose every method returns err (nil: an allowed or
+// acquired decision with fixed values), and counts the calls that reached it.
+type scriptStore struct {
+	err   error
+	calls atomic.Int64
+}
+
+func (s *scriptStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	s.calls.Add(1)
+	if s.err != nil {
+		return false, 0, s.err
+	}
+	return false, 7 * time.Millisecond, nil
+}
+
+func (s *scriptStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	s.calls.Add(1)
+	if s.err != nil {
+		return false, 0, s.err
+	}
+	return true, 1, nil
+}
+
+func (s *scriptStore) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+	s.calls.Add(1)
+	if s.err != nil {
+		return false, 0, s.err
+	}
+	return false, 2, nil
+}
+
+func (s *scriptStore) ReleaseSlot(ctx context.Context, key string) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) ReleaseSlotBurst(ctx context.Context, key string) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) Get(ctx context.Context, key string) ([]byte, error) {
+	s.calls.Add(1)
+	if s.err != nil {
+		return nil, s.err
+	}
+	return []byte("v"), nil
+}
+
+func (s *scriptStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) Delete(ctx context.Context, key string) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *scriptStore) Close(ctx context.Context) error {
+	s.calls.Add(1)
+	return nil
+}
+
+// blockStore blocks every decision until its context is done, then returns
+// the context's error, as a backend that has stopped answering does. It
+// sends the deadline it was given on deadlines, if not nil.
+type blockStore struct {
+	scriptStore
+	deadlines chan<- time.Time
+}
+
+func (s *blockStore) wait(ctx context.Context) error {
+	d, ok := ctx.Deadline()
+	if s.deadlines != nil {
+		if !ok {
+			d = time.Time{}
+		}
+		s.deadlines <- d
+	}
+	<-ctx.Done()
+	return fmt.Errorf("backend: %w", ctx.Err())
+}
+
+func (s *blockStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	return false, 0, s.wait(ctx)
+}
+
+func (s *blockStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	return false, 0, s.wait(ctx)
+}
+
+func (s *blockStore) Get(ctx context.Context, key string) ([]byte, error) {
+	return nil, s.wait(ctx)
+}
+
+// hookCall is one call of a FailureHook.
+type hookCall struct {
+	op      string
+	err     error
+	allowed bool
+}
+
+// recorder is a FailureHook that records its calls.
+type recorder struct {
+	mu    sync.Mutex
+	calls []hookCall
+}
+
+func (r *recorder) hook(op string, err error, allowed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, hookCall{op, err, allowed})
+}
+
+func (r *recorder) take() []hookCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout time.Duration, opts ...pace.FailureOption) pace.Store {
+	t.Helper()
+	f, err := pace.WithFailurePolicy(s, p, timeout, opts...)
+	if err != nil {
+		t.Fatalf("WithFailurePolicy(%v, %v) = %v", p, timeout, err)
+	}
+	return f
+}
+
+// decision is the outcome of one of the three deciding methods.
+type decision struct {
+	allowed bool
+	n       int64 // retryAfter for TokenBucket, current for the slots
+	err     error
+}
+
+// decisions calls each deciding method once with valid arguments.
+var decisions = []struct {
+	op   string
+	call func(pace.Store) decision
+}{
+	{"TokenBucket", func(s pace.Store) decision {
+		ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
+		return decision{ok, int64(d), err}
+	}},
+	{"AcquireSlot", func(s pace.Store) decision {
+		ok, n, err := s.AcquireSlot(context.Background(), "k", 3, time.Minute)
+		return decision{ok, n, err}
+	}},
+	{"AcquireSlotBurst", func(s pace.Store) decision {
+		ok, n, err := s.AcquireSlotBurst(context.Background(), "k", 4, 6, time.Minute, time.Minute)
+		return decision{ok, n, err}
+	}},
+}
+
+func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
+	for _, tc := range []struct {
+		policy pace.FailurePolicy
+		want   map[string]decision
+	}{
+		{pace.FailOpen, map[string]decision{
+			"TokenBucket":      {true, 0, nil},
+			"AcquireSlot":      {true, 0, nil},
+			"AcquireSlotBurst": {true, 0, nil},
+		}},
+		{pace.FailClosed, map[string]decision{
+			"TokenBucket":      {false, int64(3 * time.Second), nil},
+			"AcquireSlot":      {false, 3, nil},
+			"AcquireSlotBurst": {false, 6, nil},
+		}},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			var rec recorder
+			backend := &scriptStore{err: errBackend}
+			s := mustFailurePolicy(t, backend, tc.policy, 0,
+				pace.OnFailure(rec.hook), pace.FailClosedRetryAfter(3*time.Second))
+			for _, d := range decisions {
+				got := d.call(s)
+				if want := tc.want[d.op]; got != want {
+					t.Errorf("%s on a failing backend = %v; want %v", d.op, got, want)
+				}
+				calls := rec.take()
+				want := []hookCall{{d.op, errBackend, tc.policy == pace.FailOpen}}
+				if len(calls) != 1 || calls[0] != want[0] {
+					t.Errorf("%s: hook calls %v; want %v", d.op, calls, want)
+				}
+			}
+			if n := backend.calls.Load(); n != 3 {
+				t.Errorf("backend calls = %d; want 3", n)
+			}
+		})
+	}
+}
+
+func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
+	s := mustFailurePolicy(t, &scriptStore{err: errBackend}, pace.FailClosed, 0)
+	ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
+	if ok || d != pace.DefaultFailClosedRetryAfter || err != nil {
+		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, pace.DefaultFailClosedRetryAfter)
+	}
+}
+
+func TestFailurePolicyPassesHealthyDecisions(t *testing.T) {
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec recorder
+		s := mustFailurePolicy(t, &scriptStore{}, p, time.Minute, pace.OnFailure(rec.hook))
+		want := map[string]decision{
+			"TokenBucket":      {false, int64(7 * time.Millisecond), nil},
+			"AcquireSlot":      {true, 1, nil},
+			"AcquireSlotBurst": {false, 2, nil},
+		}
+		for _, d := range decisions {
+			if got := d.call(s); got != want[d.op] {
+				t.Errorf("%v: %s on a healthy backend = %v; want %v", p, d.op, got, want[d.op])
+			}
+		}
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls on a healthy backend: %v", p, calls)
+		}
+	}
+}
+
+// TestFailurePolicyPassesErrors pins the errors that are not backend failures:
+// they come back unchanged under either policy and the hook never hears of them.
+func TestFailurePolicyPassesErrors(t *testing.T) {
+	backendInvalid := fmt.Errorf("backend says: %w", pace.ErrInvalidArgument)
+	backendClosed := fmt.Errorf("backend says: %w", pace.ErrClosed)
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		for _, berr := range []error{backendInvalid, backendClosed} {
+			var rec recorder
+			s := mustFailurePolicy(t, &scriptStore{err: berr}, p, 0, pace.OnFailure(rec.hook))
+			for _, d := range decisions {
+				if got := d.call(s); !errors.Is(got.err, berr) || got.allowed {
+					t.Errorf("%v: %s with backend error %q = %v; want not allowed, that error", p, d.op, berr, got)
+				}
+			}
+			if calls := rec.take(); len(calls) != 0 {
+				t.Errorf("%v: hook calls for %q: %v", p, berr, calls)
+			}
+		}
+	}
+}
+
+func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
+	ctx := context.Background()
+	var rec recorder
+	backend := &scriptStore{err: errBackend}
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	for name, call := range map[string]func() (bool, error){
+		"TokenBucket NaN capacity": func() (bool, error) {
+			ok, _, err := s.TokenBucket(ctx, "k", math.NaN(), 1, 1)
+			return ok, err
+		},
+		"TokenBucket cost above capacity": func() (bool, error) {
+			ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 2)
+			return ok, err
+		},
+		"TokenBucket empty key": func() (bool, error) {
+			ok, _, err := s.TokenBucket(ctx, "", 1, 1, 1)
+			return ok, err
+		},
+		"AcquireSlot limit 0": func() (bool, error) {
+			ok, _, err := s.AcquireSlot(ctx, "k", 0, time.Second)
+			return ok, err
+		},
+		"AcquireSlot ttl 0": func() (bool, error) {
+			ok, _, err := s.AcquireSlot(ctx, "k", 1, 0)
+			return ok, err
+		},
+		"AcquireSlotBurst ceiling above 2×": func() (bool, error) {
+			ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 5, time.Minute, time.Second)
+			return ok, err
+		},
+		"AcquireSlotBurst negative budget": func() (bool, error) {
+			ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 3, -time.Minute, time.Second)
+			return ok, err
+		},
+	} {
+		if ok, err := call(); ok || !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("%s under FailOpen on a failing backend = %v, %v; want false, ErrInvalidArgument", name, ok, err)
+		}
+	}
+	if n := backend.calls.Load(); n != 0 {
+		t.Errorf("backend saw %d calls with invalid arguments; want 0", n)
+	}
+	if calls := rec.take(); len(calls) != 0 {
+		t.Errorf("hook calls for invalid arguments: %v", calls)
+	}
+}
+
+func TestFailurePolicyCallerCancel(t *testing.T) {
+	var rec recorder
+	s := mustFailurePolicy(t, &blockStore{}, pace.FailOpen, time.Hour, pace.OnFailure(rec.hook))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1)
+	if ok || !errors.Is(err, context.Canceled) {
+		t.Errorf("TokenBucket with a canceled ctx = %v, %v; want false, context.Canceled", ok, err)
+	}
+	ok, _, err = s.AcquireSlot(ctx, "k", 1, time.Second)
+	if ok || !errors.Is(err, context.Canceled) {
+		t.Errorf("AcquireSlot with a canceled ctx = %v, %v; want false, context.Canceled", ok, err)
+	}
+	if calls := rec.take(); len(calls) != 0 {
+		t.Errorf("hook calls for a caller's cancellation: %v", calls)
+	}
+}
+
+func TestFailurePolicyTimeout(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec recorder
+		deadlines := make(chan time.Time, 1)
+		s := mustFailurePolicy(t, &blockStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		start := time.Now()
+		ok, _, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
+		if ok != (p == pace.FailOpen) || err != nil {
+			t.Errorf("%v: TokenBucket on a hung backend = %v, %v; want %v, nil", p, ok, err, p == pace.FailOpen)
+		}
+		end := time.Now()
+		// The backend must have been given the deadline start+timeout, set
+		// during the call: that, not a measured elapsed time, is what bounds
+		// the call.
+		if d := <-deadlines; d.Before(start.Add(timeout)) || d.After(end.Add(timeout)) {
+			t.Errorf("%v: backend deadline %v after start; want timeout %v after a moment within the call (%v long)", p, d.Sub(start), timeout, end.Sub(start))
+		}
+		calls := rec.take()
+		if len(calls) != 1 || !errors.Is(calls[0].err, context.DeadlineExceeded) {
+			t.Errorf("%v: hook calls %v; want one with context.DeadlineExceeded", p, calls)
+		}
+
+		// Methods without a decision get the timeout and return its error.
+		if _, err := s.Get(context.Background(), "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v: Get on a hung backend = %v; want context.DeadlineExceeded", p, err)
+		}
+		if d := <-deadlines; d.IsZero() {
+			t.Errorf("%v: Get reached the backend without a deadline", p)
+		}
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls for Get: %v", p, calls)
+		}
+	}
+}
+
+func TestFailurePolicyZeroTimeoutAddsNoDeadline(t *testing.T) {
+	deadlines := make(chan time.Time, 1)
+	s := mustFailurePolicy(t, &blockStore{deadlines: deadlines}, pace.FailOpen, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, _, err := s.TokenBucket(ctx, "k", 10, 1, 1)
+		done <- err
+	}()
+	if d := <-deadlines; !d.IsZero() {
+		t.Errorf("timeout 0: backend got deadline %v; want none", d)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("TokenBucket after the caller canceled = %v; want context.Canceled", err)
+	}
+}
+
+func TestFailurePolicyPassThroughMethods(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec recorder
+		backend := &scriptStore{err: errBackend}
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
+		_, getErr := s.Get(ctx, "k")
+		for name, err := range map[string]error{
+			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
+			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
+			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
+			"RefreshSlotBurst": s.RefreshSlotBurst(ctx, "k", time.Second),
+			"Get":              getErr,
+			"Set":              s.Set(ctx, "k", []byte("v"), 0),
+			"Delete":           s.Delete(ctx, "k"),
+		} {
+			if !errors.Is(err, errBackend) {
+				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackend)
+			}
+		}
+		if n := backend.calls.Load(); n != 7 {
+			t.Errorf("%v: backend calls = %d; want 7", p, n)
+		}
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls for methods without a decision: %v", p, calls)
+		}
+	}
+}
+
+func TestFailurePolicyClose(t *testing.T) {
+	ctx := context.Background()
+	var rec recorder
+	backend := &scriptStore{err: errBackend}
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	before := backend.calls.Load()
+	for _, d := range decisions {
+		if got := d.call(s); got.allowed || !errors.Is(got.err, pace.ErrClosed) {
+			t.Errorf("%s after Close under FailOpen = %v; want not allowed, ErrClosed", d.op, got)
+		}
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, pace.ErrClosed) {
+		t.Errorf("Get after Close = %v; want ErrClosed", err)
+	}
+	if err := s.ReleaseSlot(ctx, "k"); !errors.Is(err, pace.ErrClosed) {
+		t.Errorf("ReleaseSlot after Close = %v; want ErrClosed", err)
+	}
+	if n := backend.calls.Load() - before; n != 0 {
+		t.Errorf("backend saw %d calls after Close; want 0", n)
+	}
+	if calls := rec.take(); len(calls) != 0 {
+		t.Errorf("hook calls after Close: %v", calls)
+	}
+}
+
+func TestWithFailurePolicyInvalid(t *testing.T) {
+	ok := &scriptStore{}
+	for name, tc := range map[string]struct {
+		s       pace.Store
+		p       pace.FailurePolicy
+		timeout time.Duration
+		opts    []pace.FailureOption
+	}{
+		"nil store":          {nil, pace.FailOpen, 0, nil},
+		"zero policy":        {ok, 0, 0, nil},
+		"unknown policy":     {ok, 3, 0, nil},
+		"negative timeout":   {ok, pace.FailClosed, -time.Second, nil},
+		"zero retryAfter":    {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(0)}},
+		"negative retryAfer": {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(-1)}},
+	} {
+		s, err := pace.WithFailurePolicy(tc.s, tc.p, tc.timeout, tc.opts...)
+		if s != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("WithFailurePolicy with %s = %v, %v; want nil, ErrInvalidArgument", name, s, err)
+		}
+	}
+}
+
+func TestFailurePolicyString(t *testing.T) {
+	for p, want := range map[pace.FailurePolicy]string{
+		pace.FailOpen:   "fail-open",
+		pace.FailClosed: "fail-closed",
+		0:               "FailurePolicy(0)",
+	} {
+		if got := p.String(); got != want {
+			t.Errorf("FailurePolicy(%d).String() = %q; want %q", int(p), got, want)
+		}
+	}
+}
+
+func ExampleWithFailurePolicy() {
+	// down stands for a Redis or PostgreSQL store whose server is gone.
+	down := &scriptStore{err: errBackend}
+	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond,
+		pace.OnFailure(func(op string, err error, allowed bool) {
+			fmt.Printf("%s decided allowed=%v without the backend: %v\n", op, allowed, err)
+		}))
+	if err != nil {
+		panic(err)
+	}
+	allowed, retryAfter, err := s.TokenBucket(context.Background(), "client-42", 10, 5, 1)
+	fmt.Println(allowed, retryAfter, err)
+	// Output:
+	// TokenBucket decided allowed=false without the backend: backend: connection refused
+	// false 1s <nil>
+}
