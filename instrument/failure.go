@@ -1,0 +1,65 @@
+package instrument
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratepace/pace"
+)
+
+var errNilRegisterer = fmt.Errorf("%w: nil registerer", pace.ErrInvalidArgument)
+
+// FailureHook returns a pace.FailureHook, for pace.OnFailure, that counts the
+// decisions a Store wrapped by pace.WithFailurePolicy makes in place of its
+// failed backend, in a counter registered on reg:
+//
+//	pace_store_failure_decisions_total{op, result}
+//
+// op is token_bucket, acquire_slot or acquire_slot_burst; result is allowed
+// (fail-open) or rejected (fail-closed). All six series exist from
+// registration, at zero, so an alert on their rate sees a zero, not a gap.
+// The backend error itself is not a label: its text is unbounded. To log it
+// as well, call the returned hook from your own.
+//
+// FailureHook returns the registration error (a
+// prometheus.AlreadyRegisteredError when reg already has this metric) and no
+// hook; the error wraps pace.ErrInvalidArgument when reg is nil. The hook is
+// safe for concurrent use by multiple goroutines.
+func FailureHook(reg prometheus.Registerer) (pace.FailureHook, error) {
+	if reg == nil {
+		return nil, errNilRegisterer
+	}
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace,
+		Subsystem: "store",
+		Name:      "failure_decisions_total",
+		Help:      "Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).",
+	}, []string{"op", "result"})
+	var count [numOps][2]prometheus.Counter // [op][allowed]
+	for _, o := range []op{opTokenBucket, opAcquireSlot, opAcquireSlotBurst} {
+		count[o][0] = vec.WithLabelValues(opNames[o], resultNames[resRejected])
+		count[o][1] = vec.WithLabelValues(opNames[o], resultNames[resAllowed])
+	}
+	if err := reg.Register(vec); err != nil {
+		return nil, err
+	}
+	return func(method string, _ error, allowed bool) {
+		var o op
+		switch method {
+		case "TokenBucket":
+			o = opTokenBucket
+		case "AcquireSlot":
+			o = opAcquireSlot
+		case "AcquireSlotBurst":
+			o = opAcquireSlotBurst
+		default:
+			return // pace.WithFailurePolicy decides for these three methods only
+		}
+		a := 0
+		if allowed {
+			a = 1
+		}
+		count[o][a].Inc()
+	}, nil
+}

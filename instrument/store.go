@@ -1,0 +1,294 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratepace/pace"
+)
+
+// op is a Store method, the value of the op label.
+type op int
+
+const (
+	opTokenBucket op = iota
+	opAcquireSlot
+	opAcquireSlotBurst
+	opReleaseSlot
+	opRefreshSlot
+	opReleaseSlotBurst
+	opRefreshSlotBurst
+	opGet
+	opSet
+	opDelete
+	opClose
+	numOps
+)
+
+var opNames = [numOps]string{
+	opTokenBucket:      "token_bucket",
+	opAcquireSlot:      "acquire_slot",
+	opAcquireSlotBurst: "acquire_slot_burst",
+	opReleaseSlot:      "release_slot",
+	opRefreshSlot:      "refresh_slot",
+	opReleaseSlotBurst: "release_slot_burst",
+	opRefreshSlotBurst: "refresh_slot_burst",
+	opGet:              "get",
+	opSet:              "set",
+	opDelete:           "delete",
+	opClose:            "close",
+}
+
+// result is the outcome of a call, the value of the result label.
+type result int
+
+const (
+	resAllowed result = iota
+	resRejected
+	resOK
+	resNotFound
+	resInvalid
+	resError
+	numResults
+)
+
+var resultNames = [numResults]string{
+	resAllowed:  "allowed",
+	resRejected: "rejected",
+	resOK:       "ok",
+	resNotFound: "not_found",
+	resInvalid:  "invalid",
+	resError:    "error",
+}
+
+// results lists the outcomes each op can have, which are the series created
+// at registration.
+func results(o op) []result {
+	switch o {
+	case opTokenBucket, opAcquireSlot, opAcquireSlotBurst:
+		return []result{resAllowed, resRejected, resInvalid, resError}
+	case opGet:
+		return []result{resOK, resNotFound, resInvalid, resError}
+	case opClose:
+		return []result{resOK, resError}
+	}
+	return []result{resOK, resInvalid, resError}
+}
+
+// storeMetrics is the Collector registered by Wrap: all of its metrics, so
+// that one Register call registers them all or none.
+type storeMetrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	now      func() time.Time
+
+	// Pre-bound series: the hot path does no label lookup. count[o][r] is
+	// nil for an outcome o cannot have (see results).
+	count   [numOps][numResults]prometheus.Counter
+	latency [numOps]prometheus.Observer
+}
+
+func newStoreMetrics(cfg config) *storeMetrics {
+	m := &storeMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Subsystem: "store",
+			Name:      "operations_total",
+			Help:      "Store calls by method (op) and outcome (result: allowed, rejected, ok, not_found, invalid, error).",
+		}, []string{"op", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Subsystem: "store",
+			Name:      "operation_duration_seconds",
+			Help:      "Latency of Store calls by method (op), whatever their outcome.",
+			Buckets:   cfg.buckets,
+		}, []string{"op"}),
+		now: cfg.now,
+	}
+	for o := range numOps {
+		m.latency[o] = m.duration.WithLabelValues(opNames[o])
+		for _, r := range results(o) {
+			m.count[o][r] = m.calls.WithLabelValues(opNames[o], resultNames[r])
+		}
+	}
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *storeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.calls.Describe(ch)
+	m.duration.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *storeMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.calls.Collect(ch)
+	m.duration.Collect(ch)
+}
+
+// done records a call of o that started at start and ended with r.
+func (m *storeMetrics) done(o op, start time.Time, r result) {
+	m.latency[o].Observe(m.now().Sub(start).Seconds())
+	c := m.count[o][r]
+	if c == nil { // an outcome the method should not have: a misbehaving backend
+		c = m.count[o][resError]
+	}
+	c.Inc()
+}
+
+// outcome classifies the result of a call: allowed or rejected when err is
+// nil and the method decides, ok when it does not.
+func outcome(err error, decides, allowed bool) result {
+	switch {
+	case err == nil && !decides:
+		return resOK
+	case err == nil && allowed:
+		return resAllowed
+	case err == nil:
+		return resRejected
+	case errors.Is(err, pace.ErrInvalidArgument):
+		return resInvalid
+	case errors.Is(err, pace.ErrNotFound):
+		return resNotFound
+	}
+	return resError
+}
+
+// Wrap returns a Store that forwards every call to s and records it in two
+// metrics, registered on reg:
+//
+//   - pace_store_operations_total{op, result}, a counter of calls;
+//   - pace_store_operation_duration_seconds{op}, a histogram of their
+//     latency, whatever the outcome (buckets: see WithBuckets).
+//
+// op is the method: token_bucket, acquire_slot, acquire_slot_burst,
+// release_slot, refresh_slot, release_slot_burst, refresh_slot_burst, get,
+// set, delete, close. result is the outcome:
+//
+//   - allowed, rejected: a decision of token_bucket, acquire_slot or
+//     acquire_slot_burst, returned with a nil error;
+//   - ok: any other method returned a nil error;
+//   - not_found: get returned an error wrapping pace.ErrNotFound;
+//   - invalid: an error wrapping pace.ErrInvalidArgument (bad input: a bug
+//     in the caller, or a client sending garbage, not a backend problem);
+//   - error: any other error: the backend failed or timed out, the caller's
+//     context ended, or the store was closed (pace.ErrClosed).
+//
+// Every (op, result) pair a method can produce exists from registration, at
+// zero. Wrap adds no label of its own beyond op and result, and never the
+// key.
+//
+// Wrap registers on reg only, once, as one prometheus.Collector; if that
+// fails (a prometheus.AlreadyRegisteredError when reg already has these
+// metrics, say from another Wrap) it returns the registration error and
+// registers nothing. The metrics stay registered after Close. The error wraps
+// pace.ErrInvalidArgument when s or reg is nil or an option is invalid.
+//
+// The result is safe for concurrent use by multiple goroutines if s is, and
+// adds two clock readings and two atomic additions to each call.
+func Wrap(s pace.Store, reg prometheus.Registerer, opts ...Option) (pace.Store, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil store", pace.ErrInvalidArgument)
+	}
+	if reg == nil {
+		return nil, errNilRegisterer
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := newStoreMetrics(cfg)
+	if err := reg.Register(m); err != nil {
+		return nil, err
+	}
+	return &store{s: s, m: m}, nil
+}
+
+// store is the Store returned by Wrap.
+type store struct {
+	s pace.Store
+	m *storeMetrics
+}
+
+var _ pace.Store = (*store)(nil)
+
+func (w *store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	start := w.m.now()
+	allowed, retryAfter, err := w.s.TokenBucket(ctx, key, capacity, refillPerSec, cost)
+	w.m.done(opTokenBucket, start, outcome(err, true, allowed))
+	return allowed, retryAfter, err
+}
+
+func (w *store) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	start := w.m.now()
+	acquired, current, err := w.s.AcquireSlot(ctx, key, limit, ttl)
+	w.m.done(opAcquireSlot, start, outcome(err, true, acquired))
+	return acquired, current, err
+}
+
+func (w *store) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+	start := w.m.now()
+	acquired, current, err := w.s.AcquireSlotBurst(ctx, key, sustained, ceiling, burstBudget, ttl)
+	w.m.done(opAcquireSlotBurst, start, outcome(err, true, acquired))
+	return acquired, current, err
+}
+
+func (w *store) ReleaseSlot(ctx context.Context, key string) error {
+	start := w.m.now()
+	err := w.s.ReleaseSlot(ctx, key)
+	w.m.done(opReleaseSlot, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	start := w.m.now()
+	err := w.s.RefreshSlot(ctx, key, ttl)
+	w.m.done(opRefreshSlot, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) ReleaseSlotBurst(ctx context.Context, key string) error {
+	start := w.m.now()
+	err := w.s.ReleaseSlotBurst(ctx, key)
+	w.m.done(opReleaseSlotBurst, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	start := w.m.now()
+	err := w.s.RefreshSlotBurst(ctx, key, ttl)
+	w.m.done(opRefreshSlotBurst, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) Get(ctx context.Context, key string) ([]byte, error) {
+	start := w.m.now()
+	v, err := w.s.Get(ctx, key)
+	w.m.done(opGet, start, outcome(err, false, false))
+	return v, err
+}
+
+func (w *store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	start := w.m.now()
+	err := w.s.Set(ctx, key, value, ttl)
+	w.m.done(opSet, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) Delete(ctx context.Context, key string) error {
+	start := w.m.now()
+	err := w.s.Delete(ctx, key)
+	w.m.done(opDelete, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) Close(ctx context.Context) error {
+	start := w.m.now()
+	err := w.s.Close(ctx)
+	w.m.done(opClose, start, outcome(err, false, false))
+	return err
+}
