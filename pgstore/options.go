@@ -1,0 +1,75 @@
+package pgstore
+
+import (
+	"fmt"
+
+	"github.com/ratepace/pace"
+)
+
+// Option configures a Store at New.
+type Option func(*config)
+
+type config struct {
+	schema   string
+	unlogged bool
+	sweep    int
+}
+
+// Defaults, gathered in one place.
+const (
+	// DefaultSchema is the schema that holds the store's tables and
+	// functions unless WithSchema says otherwise.
+	DefaultSchema = "pace"
+	// DefaultSweepBatch is how many reclaimable rows an operation that
+	// inserts a new row deletes from the same table (see WithSweepBatch).
+	DefaultSweepBatch = 4
+)
+
+func newConfig(opts []Option) (config, error) {
+	cfg := config{schema: DefaultSchema, sweep: DefaultSweepBatch}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	// PostgreSQL truncates identifiers to NAMEDATALEN-1 = 63 bytes; two
+	// names that differ only past that would silently share a schema.
+	if cfg.schema == "" || len(cfg.schema) > 63 {
+		return cfg, fmt.Errorf("%w: schema name %q must be 1 to 63 bytes", pace.ErrInvalidArgument, cfg.schema)
+	}
+	if cfg.sweep < 0 {
+		return cfg, fmt.Errorf("%w: negative sweep batch %d", pace.ErrInvalidArgument, cfg.sweep)
+	}
+	return cfg, nil
+}
+
+// WithSchema sets the PostgreSQL schema that holds the store's tables and
+// functions. The default is DefaultSchema ("pace"). The name is used as a
+// quoted identifier (case and punctuation are kept) and must be 1 to 63
+// bytes long. Stores in different schemas share nothing; stores in the same
+// schema, in any number of processes, share every key.
+func WithSchema(name string) Option {
+	return func(c *config) { c.schema = name }
+}
+
+// WithUnlogged makes the store's tables UNLOGGED when on is true: writes skip
+// the write-ahead log, which makes every decision cheaper, but the tables are
+// emptied after a crash of the server (not after a clean shutdown) and are not
+// replicated to standbys. After a crash every bucket is full and every slot
+// counter zero, which for a rate limiter is usually acceptable. The default is
+// false (ordinary, crash-safe tables). New converts existing tables when the
+// option differs from what it finds, which rewrites them under an exclusive
+// lock.
+func WithUnlogged(on bool) Option {
+	return func(c *config) { c.unlogged = on }
+}
+
+// WithSweepBatch sets how many reclaimable rows (full buckets, expired
+// counters and values, burst slots past their ReclaimAt) an operation that
+// inserts a new row deletes from the same table, in the same round trip.
+// Because every insert removes up to n ≥ 1 dead rows, the tables never hold
+// more than their peak of live rows plus n. The default is
+// DefaultSweepBatch (4); 0 disables the amortised sweep, and then the caller
+// must call Store.Sweep now and then or the tables grow without bound. A
+// negative n makes New fail with an error wrapping pace.ErrInvalidArgument.
+func WithSweepBatch(n int) Option {
+	return func(c *config) { c.sweep = n }
+}

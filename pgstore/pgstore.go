@@ -1,0 +1,408 @@
+// Package pgstore implements pace.Store on PostgreSQL, for limits shared by many processes.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ratepace/pace"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// schemaVersion is recorded in the schema's meta table. New reinstalls the
+// tables and functions when the recorded version differs; bump it whenever
+// schema.sql changes.
+const schemaVersion = 1
+
+// tables are the four namespaces, in the order Delete clears them.
+var tables = []string{"buckets", "slots", "bursts", "vals"}
+
+var _ pace.Store = (*Store)(nil)
+
+// Store is a pace.Store on PostgreSQL: token buckets, slot counters (plain
+// and under the burst model of pace.AdmitBurst) and memoised values in four
+// tables of one schema, shared by every process that opens a Store on the
+// same database and schema.
+//
+// Every operation is one round trip: one call of a server-side PL/pgSQL
+// function (or, for Get, one SELECT), which locks the key's row
+// (SELECT … FOR UPDATE, or the conflict of INSERT … ON CONFLICT for a new
+// key), reads the database clock, decides and writes. Decisions are therefore
+// exact across any number of connections and processes: N callers racing
+// for L slots get exactly L, and a bucket of capacity C admits exactly C
+// takes, whatever the application servers' clocks say. (pgx prepares each
+// statement once per connection, which costs one extra round trip the first
+// time a connection runs it.)
+//
+// Time comes from the database server, clock_timestamp() read after the row
+// lock is held, so a caller that waited for the lock never decides with an
+// instant earlier than the one its predecessor wrote. The clock has
+// microsecond resolution; arithmetic is on bigint nanoseconds since the Unix
+// epoch, so bucket shapes (pace.Bucket, computed in Go by
+// pace.ValidateTokenBucket and passed as parameters) and the burst arithmetic
+// (pace.AdmitBurst and friends, translated to SQL with the same double
+// precision operations in the same order) agree with the Go reference to the
+// nanosecond. Expiry times are saturated at the largest int64 (year 2262).
+//
+// Keys are stored as their SHA-256 digest, so any key up to pace.MaxKeyLen
+// bytes fits, keys need not be valid UTF-8, and no client-supplied
+// identifier is stored in the clear; two keys share state only through a
+// SHA-256 collision.
+//
+// A row that has become indistinguishable from an absent one (a full bucket,
+// an expired counter or value, a burst slot past its ReclaimAt) is treated as
+// absent and deleted by the operation that finds it or, in bounded batches,
+// by operations that insert new rows (WithSweepBatch), so the tables stay
+// bounded without a background goroutine. Sweep deletes a batch on demand.
+//
+// When the database is unreachable every method returns an error (never a
+// silent decision) as soon as the pool or the context gives up: callers
+// choose fail-open or fail-closed themselves, and should give each call a
+// context with a deadline.
+//
+// A Store must be created with New. It is safe for concurrent use by multiple
+// goroutines.
+type Store struct {
+	pool   *pgxpool.Pool
+	sweep  int32
+	closed atomic.Bool
+	// now, when set (tests only), replaces the database clock: its value is
+	// passed as every function's p_now.
+	now func() int64
+	q   queries
+}
+
+type queries struct {
+	take, acquireSlot, releaseSlot, refreshSlot string
+	acquireBurst, releaseBurst, refreshBurst    string
+	get, set, del, sweep                        string
+}
+
+// New returns a Store on pool, creating its schema, tables and functions if
+// they do not exist yet (or are of an older version). Creation runs in one
+// transaction under an advisory lock derived from the schema name, so any
+// number of processes may call New at once. The role needs CREATE on the
+// database the first time, and USAGE on the schema plus SELECT, INSERT,
+// UPDATE and DELETE on its tables afterwards.
+//
+// New does not take ownership of pool: Close leaves it open, and the caller
+// closes it after the Store. Invalid options return an error wrapping
+// pace.ErrInvalidArgument; a database error is returned as it is.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", pace.ErrInvalidArgument)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	schema := pgx.Identifier{cfg.schema}.Sanitize()
+	if err := install(ctx, pool, cfg, schema); err != nil {
+		return nil, fmt.Errorf("pgstore: installing schema %s: %w", schema, err)
+	}
+	r := strings.NewReplacer("@s@", schema)
+	s := &Store{
+		pool:  pool,
+		sweep: int32(min(cfg.sweep, 1<<30)),
+		q: queries{
+			take:         r.Replace(`SELECT allowed, wait FROM @s@.take($1, $2, $3, $4, $5)`),
+			acquireSlot:  r.Replace(`SELECT acquired, current FROM @s@.acquire_slot($1, $2, $3, $4, $5)`),
+			releaseSlot:  r.Replace(`SELECT @s@.release_slot($1, $2)`),
+			refreshSlot:  r.Replace(`SELECT @s@.refresh_slot($1, $2, $3)`),
+			acquireBurst: r.Replace(`SELECT acquired, current FROM @s@.acquire_burst($1, $2, $3, $4, $5, $6, $7)`),
+			releaseBurst: r.Replace(`SELECT @s@.release_burst($1, $2)`),
+			refreshBurst: r.Replace(`SELECT @s@.refresh_burst($1, $2, $3)`),
+			get:          r.Replace(`SELECT value FROM @s@.vals WHERE key = $1 AND (expires IS NULL OR expires > coalesce($2, @s@.now_ns()))`),
+			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)`),
+			del:          r.Replace(`SELECT @s@.delete_key($1)`),
+			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)`),
+		},
+	}
+	return s, nil
+}
+
+// install creates or upgrades the schema in one transaction, serialised
+// across processes by a transaction-scoped advisory lock: concurrent
+// CREATE … IF NOT EXISTS and CREATE OR REPLACE statements can otherwise fail
+// with unique violations or "tuple concurrently updated". When the schema is
+// current it changes nothing, so a new replica never blocks running ones.
+func install(ctx context.Context, pool *pgxpool.Pool, cfg config, schema string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		h := fnv.New64a()
+		h.Write([]byte("github.com/ratepace/pace/pgstore\x00" + cfg.schema))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, schema+".meta").Scan(&exists); err != nil {
+			return err
+		}
+		version := 0
+		if exists {
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+schema+`.meta`).Scan(&version); err != nil {
+				return err
+			}
+		}
+		if version != schemaVersion {
+			unlogged := ""
+			if cfg.unlogged {
+				unlogged = "UNLOGGED"
+			}
+			ddl := strings.NewReplacer("@schema@", schema, "@unlogged@", unlogged,
+				"@version@", strconv.Itoa(schemaVersion)).Replace(schemaSQL)
+			if _, err := tx.Exec(ctx, ddl); err != nil {
+				return err
+			}
+		}
+		return alignPersistence(ctx, tx, cfg)
+	})
+}
+
+// alignPersistence makes the tables LOGGED or UNLOGGED as cfg asks, when
+// they were created the other way.
+func alignPersistence(ctx context.Context, tx pgx.Tx, cfg config) error {
+	want := "p"
+	if cfg.unlogged {
+		want = "u"
+	}
+	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND c.relkind = 'r' AND c.relpersistence <> $3`,
+		cfg.schema, tables, want)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	set := "LOGGED"
+	if cfg.unlogged {
+		set = "UNLOGGED"
+	}
+	for _, name := range names {
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+pgx.Identifier{cfg.schema, name}.Sanitize()+" SET "+set); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close marks the store closed: every later call returns an error wrapping
+// pace.ErrClosed. It does not close the pool, which belongs to the caller,
+// and it leaves the schema and its rows in place for other processes. Calls
+// already running finish normally. Close is idempotent and always returns
+// nil.
+func (s *Store) Close(context.Context) error {
+	s.closed.Store(true)
+	return nil
+}
+
+// errClosed is returned by every method after Close.
+var errClosed = fmt.Errorf("pgstore: %w", pace.ErrClosed)
+
+// digest returns the row key for key.
+func digest(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+// nowArg returns the p_now argument: nil (the database clock) unless a test
+// installed a clock.
+func (s *Store) nowArg() any {
+	if s.now == nil {
+		return nil
+	}
+	return s.now()
+}
+
+// TokenBucket implements pace.Store.TokenBucket with the arithmetic of
+// pace.Bucket: one GCRA step on the key's theoretical arrival time, in
+// nanoseconds, on the database clock. A refusal writes nothing. A take that
+// leaves the bucket full (cost 0) stores nothing.
+func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (allowed bool, retryAfter time.Duration, err error) {
+	if s.closed.Load() {
+		return false, 0, errClosed
+	}
+	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	if err != nil {
+		return false, 0, err
+	}
+	var wait int64
+	err = s.pool.QueryRow(ctx, s.q.take, digest(key), int64(b.Interval()), int64(b.Tolerance()), s.nowArg(), s.sweep).
+		Scan(&allowed, &wait)
+	if err != nil {
+		return false, 0, fmt.Errorf("pgstore: TokenBucket: %w", err)
+	}
+	return allowed, time.Duration(wait), nil
+}
+
+// AcquireSlot implements pace.Store.AcquireSlot. An expired counter counts as
+// zero. On admission the counter's expiry becomes now + ttl; a refusal
+// changes nothing and reports the unchanged count.
+func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (acquired bool, current int64, err error) {
+	if s.closed.Load() {
+		return false, 0, errClosed
+	}
+	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+		return false, 0, err
+	}
+	err = s.pool.QueryRow(ctx, s.q.acquireSlot, digest(key), limit, int64(ttl), s.nowArg(), s.sweep).
+		Scan(&acquired, &current)
+	if err != nil {
+		return false, 0, fmt.Errorf("pgstore: AcquireSlot: %w", err)
+	}
+	return acquired, current, nil
+}
+
+// AcquireSlotBurst implements pace.Store.AcquireSlotBurst with the arithmetic
+// of pace.AdmitBurst, on the database clock.
+func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (acquired bool, current int64, err error) {
+	if s.closed.Load() {
+		return false, 0, errClosed
+	}
+	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+		return false, 0, err
+	}
+	err = s.pool.QueryRow(ctx, s.q.acquireBurst, digest(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
+		Scan(&acquired, &current)
+	if err != nil {
+		return false, 0, fmt.Errorf("pgstore: AcquireSlotBurst: %w", err)
+	}
+	return acquired, current, nil
+}
+
+// ReleaseSlot implements pace.Store.ReleaseSlot. Releasing the last holder
+// deletes the row; releasing an absent or expired counter does nothing.
+func (s *Store) ReleaseSlot(ctx context.Context, key string) error {
+	return s.exec(ctx, "ReleaseSlot", key, s.q.releaseSlot, 0, false)
+}
+
+// RefreshSlot implements pace.Store.RefreshSlot: a live counter's expiry
+// becomes now + ttl; an absent or expired counter stays absent.
+func (s *Store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	return s.exec(ctx, "RefreshSlot", key, s.q.refreshSlot, ttl, true)
+}
+
+// ReleaseSlotBurst implements pace.Store.ReleaseSlotBurst with the arithmetic
+// of pace.ReleaseBurst. It does nothing to an absent slot.
+func (s *Store) ReleaseSlotBurst(ctx context.Context, key string) error {
+	return s.exec(ctx, "ReleaseSlotBurst", key, s.q.releaseBurst, 0, false)
+}
+
+// RefreshSlotBurst implements pace.Store.RefreshSlotBurst with the arithmetic
+// of pace.RefreshBurst. It never creates a slot.
+func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	return s.exec(ctx, "RefreshSlotBurst", key, s.q.refreshBurst, ttl, true)
+}
+
+// exec runs one of the void functions whose arguments are the key, a ttl
+// (refreshes, hasTTL true; releases take none) and p_now.
+func (s *Store) exec(ctx context.Context, op, key, sql string, ttl time.Duration, hasTTL bool) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	var err error
+	if !hasTTL {
+		if err := pace.ValidateKey(key); err != nil {
+			return err
+		}
+		_, err = s.pool.Exec(ctx, sql, digest(key), s.nowArg())
+	} else {
+		if err := pace.ValidateRefresh(key, ttl); err != nil {
+			return err
+		}
+		_, err = s.pool.Exec(ctx, sql, digest(key), int64(ttl), s.nowArg())
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return nil
+}
+
+// Get implements pace.Store.Get. The returned slice is the caller's own.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := s.pool.QueryRow(ctx, s.q.get, digest(key), s.nowArg()).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: Get: %w", pace.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: Get: %w", err)
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+// Set implements pace.Store.Set. ttl 0 never expires; an expiry beyond year
+// 2262 is saturated there.
+func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := pace.ValidateTTL(ttl); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{} // nil would be sent as NULL
+	}
+	if _, err := s.pool.Exec(ctx, s.q.set, digest(key), value, int64(ttl), s.nowArg(), s.sweep); err != nil {
+		return fmt.Errorf("pgstore: Set: %w", err)
+	}
+	return nil
+}
+
+// Delete implements pace.Store.Delete, in one round trip for the four
+// namespaces.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.q.del, digest(key)); err != nil {
+		return fmt.Errorf("pgstore: Delete: %w", err)
+	}
+	return nil
+}
+
+// Sweep deletes up to limit reclaimable rows from each of the four tables,
+// in one round trip, and reports how many it deleted. Rows locked by running
+// operations are skipped. Operations already sweep in small batches (see
+// WithSweepBatch); Sweep is for callers that disabled that, or that want the
+// space back sooner after a flood of distinct keys. limit must be at least 1.
+func (s *Store) Sweep(ctx context.Context, limit int) (deleted int64, err error) {
+	if s.closed.Load() {
+		return 0, errClosed
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("%w: sweep limit %d < 1", pace.ErrInvalidArgument, limit)
+	}
+	if err := s.pool.QueryRow(ctx, s.q.sweep, int32(min(limit, 1<<30)), s.nowArg()).Scan(&deleted); err != nil {
+		return 0, fmt.Errorf("pgstore: Sweep: %w", err)
+	}
+	return deleted, nil
+}

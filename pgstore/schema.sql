@@ -1,0 +1,465 @@
+-- Schema of pgstore. New runs this file, with @schema@ replaced by the quoted
+-- schema name and @unlogged@ by UNLOGGED or nothing, under an advisory lock,
+-- whenever the schema's recorded version differs from schemaVersion.
+--
+-- Conventions:
+--   * keys are the SHA-256 digest of the caller's key (32 bytes), so every
+--     key up to pace.MaxKeyLen fits a B-tree entry and need not be UTF-8;
+--   * times and durations are bigint nanoseconds since the Unix epoch; the
+--     database clock has microsecond resolution, so a clock reading is a
+--     multiple of 1000 ns, while arithmetic (bucket intervals, burst drains)
+--     is exact to the nanosecond;
+--   * every function takes p_now: NULL in production, where the time is read
+--     from clock_timestamp() after the row lock is held; tests pass an
+--     explicit instant to compare the SQL with the Go reference arithmetic;
+--   * a row whose reclaim time has passed is treated as absent, so it makes
+--     no difference whether the sweep has deleted it yet.
+
+CREATE SCHEMA IF NOT EXISTS @schema@;
+
+CREATE TABLE IF NOT EXISTS @schema@.meta (version integer NOT NULL);
+
+-- Token buckets: the GCRA theoretical arrival time. tat <= now is a full
+-- bucket, the same state as an absent row.
+CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.buckets (
+	key bytea PRIMARY KEY,
+	tat bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buckets_tat ON @schema@.buckets (tat);
+
+-- Plain slot counters (AcquireSlot). expires <= now is an absent counter.
+CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.slots (
+	key bytea PRIMARY KEY,
+	live bigint NOT NULL,
+	expires bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS slots_expires ON @schema@.slots (expires);
+
+-- Burst slots: pace.BurstSlotState, plus reclaim = ReclaimAt().
+CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.bursts (
+	key bytea PRIMARY KEY,
+	live bigint NOT NULL,
+	remaining bigint NOT NULL,
+	assessed bigint NOT NULL,
+	expires bigint NOT NULL,
+	sustained bigint NOT NULL,
+	budget bigint NOT NULL,
+	reclaim bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bursts_reclaim ON @schema@.bursts (reclaim);
+
+-- Memoised values. expires IS NULL never expires.
+CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.vals (
+	key bytea PRIMARY KEY,
+	value bytea NOT NULL,
+	expires bigint
+);
+CREATE INDEX IF NOT EXISTS vals_expires ON @schema@.vals (expires) WHERE expires IS NOT NULL;
+
+-- now_ns reads the database clock in nanoseconds since the Unix epoch.
+-- clock_timestamp(), not statement_timestamp(): the callers read it after
+-- taking the row lock, so a call that waited behind another on the same key
+-- never decides with an instant earlier than the one the other wrote.
+CREATE OR REPLACE FUNCTION @schema@.now_ns() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+	SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000
+$$;
+
+-- sat_add returns a + b (b >= 0), saturated at the largest bigint (year 2262).
+CREATE OR REPLACE FUNCTION @schema@.sat_add(a bigint, b bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN a > 9223372036854775807 - b THEN 9223372036854775807 ELSE a + b END
+$$;
+
+-- mul_div is pace's mulDiv: floor(a × b / c) in IEEE double precision, the
+-- same operations in the same order, saturated to the bigint range.
+CREATE OR REPLACE FUNCTION @schema@.mul_div(a bigint, b bigint, c bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN q >= 9223372036854775807::float8 THEN 9223372036854775807 ELSE q::bigint END
+	FROM (SELECT floor(a::float8 * b::float8 / c::float8) AS q) AS m
+$$;
+
+-- burst_charge is pace.chargeBurst: account for the time from st.assessed
+-- to t at st.live. The window constant is pace.BurstRefillWindow (1 h).
+CREATE OR REPLACE FUNCTION @schema@.burst_charge(st @schema@.bursts, t bigint) RETURNS @schema@.bursts
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	v_elapsed bigint := t - st.assessed;
+	v_refill bigint;
+BEGIN
+	IF v_elapsed <= 0 THEN
+		RETURN st;
+	END IF;
+	st.assessed := t;
+	IF st.live > st.sustained AND st.sustained > 0 THEN
+		st.remaining := greatest(st.remaining - @schema@.mul_div(v_elapsed, st.live - st.sustained, st.sustained), 0);
+		RETURN st;
+	END IF;
+	v_refill := @schema@.mul_div(v_elapsed, st.budget, 3600000000000);
+	IF v_refill >= st.budget - st.remaining THEN
+		st.remaining := st.budget;
+	ELSE
+		st.remaining := st.remaining + v_refill;
+	END IF;
+	RETURN st;
+END
+$$;
+
+-- burst_assess is pace.AssessBurst on a present slot.
+CREATE OR REPLACE FUNCTION @schema@.burst_assess(st @schema@.bursts, p_now bigint) RETURNS @schema@.bursts
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	IF st.live > 0 AND p_now >= st.expires THEN
+		st := @schema@.burst_charge(st, st.expires);
+		st.live := 0;
+	END IF;
+	RETURN @schema@.burst_charge(st, p_now);
+END
+$$;
+
+-- burst_reclaim is pace.(*BurstSlotState).ReclaimAt.
+CREATE OR REPLACE FUNCTION @schema@.burst_reclaim(st @schema@.bursts) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	v_at bigint;
+	v_deficit bigint := st.budget - st.remaining;
+BEGIN
+	IF st.live > st.sustained THEN
+		RETURN @schema@.sat_add(st.expires, 3600000000000);
+	END IF;
+	v_at := st.assessed;
+	IF v_deficit > 0 THEN
+		v_at := v_at + ceil(v_deficit::float8 * 3600000000000::float8 / st.budget::float8)::bigint;
+	END IF;
+	IF st.live > 0 AND st.expires > v_at THEN
+		v_at := st.expires;
+	END IF;
+	RETURN v_at;
+END
+$$;
+
+-- take is one GCRA step (pace.Bucket.Take) with the shape computed in Go.
+-- A refusal writes nothing; wait is the time until the same take fits.
+CREATE OR REPLACE FUNCTION @schema@.take(p_key bytea, p_interval bigint, p_tolerance bigint, p_now bigint, p_sweep integer,
+	OUT allowed boolean, OUT wait bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_tat bigint;
+	v_row boolean;
+	v_now bigint;
+	v_base bigint;
+	v_debt bigint;
+BEGIN
+	LOOP
+		SELECT b.tat INTO v_tat FROM @schema@.buckets b WHERE b.key = p_key FOR UPDATE;
+		v_row := FOUND;
+		v_now := coalesce(p_now, @schema@.now_ns());
+		v_base := CASE WHEN v_row AND v_tat > v_now THEN v_tat ELSE v_now END;
+		v_debt := v_base - v_now + p_interval;
+		IF v_debt > p_tolerance THEN
+			allowed := false;
+			wait := v_debt - p_tolerance;
+			RETURN;
+		END IF;
+		allowed := true;
+		wait := 0;
+		v_tat := v_base + p_interval;
+		IF v_row THEN
+			IF v_tat <= v_now THEN
+				DELETE FROM @schema@.buckets b WHERE b.key = p_key;
+			ELSE
+				UPDATE @schema@.buckets b SET tat = v_tat WHERE b.key = p_key;
+			END IF;
+			RETURN;
+		END IF;
+		IF v_tat <= v_now THEN
+			RETURN; -- a free take on a full bucket: nothing to remember
+		END IF;
+		INSERT INTO @schema@.buckets (key, tat) VALUES (p_key, v_tat) ON CONFLICT (key) DO NOTHING;
+		IF FOUND THEN
+			IF p_sweep > 0 THEN
+				DELETE FROM @schema@.buckets b
+				WHERE b.key = ANY (ARRAY(
+					SELECT s.key FROM @schema@.buckets s WHERE s.tat <= v_now
+					ORDER BY s.tat LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.tat <= v_now;
+			END IF;
+			RETURN;
+		END IF;
+		-- Another caller inserted the key since our SELECT: decide again on its row.
+	END LOOP;
+END
+$$;
+
+-- acquire_slot is Store.AcquireSlot.
+CREATE OR REPLACE FUNCTION @schema@.acquire_slot(p_key bytea, p_limit bigint, p_ttl bigint, p_now bigint, p_sweep integer,
+	OUT acquired boolean, OUT current bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_live bigint;
+	v_expires bigint;
+	v_row boolean;
+	v_now bigint;
+BEGIN
+	LOOP
+		SELECT s.live, s.expires INTO v_live, v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+		v_row := FOUND;
+		v_now := coalesce(p_now, @schema@.now_ns());
+		IF NOT v_row OR v_expires <= v_now THEN
+			v_live := 0;
+		END IF;
+		IF v_live >= p_limit THEN
+			acquired := false;
+			current := v_live;
+			RETURN;
+		END IF;
+		acquired := true;
+		current := v_live + 1;
+		IF v_row THEN
+			UPDATE @schema@.slots s SET live = current, expires = @schema@.sat_add(v_now, p_ttl) WHERE s.key = p_key;
+			RETURN;
+		END IF;
+		INSERT INTO @schema@.slots (key, live, expires) VALUES (p_key, current, @schema@.sat_add(v_now, p_ttl))
+		ON CONFLICT (key) DO NOTHING;
+		IF FOUND THEN
+			IF p_sweep > 0 THEN
+				DELETE FROM @schema@.slots b
+				WHERE b.key = ANY (ARRAY(
+					SELECT s.key FROM @schema@.slots s WHERE s.expires <= v_now
+					ORDER BY s.expires LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.expires <= v_now;
+			END IF;
+			RETURN;
+		END IF;
+	END LOOP;
+END
+$$;
+
+-- release_slot is Store.ReleaseSlot: the last holder's release deletes the row.
+CREATE OR REPLACE FUNCTION @schema@.release_slot(p_key bytea, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_live bigint;
+	v_expires bigint;
+	v_now bigint;
+BEGIN
+	SELECT s.live, s.expires INTO v_live, v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	v_now := coalesce(p_now, @schema@.now_ns());
+	IF v_expires <= v_now OR v_live <= 1 THEN
+		DELETE FROM @schema@.slots s WHERE s.key = p_key;
+	ELSE
+		UPDATE @schema@.slots s SET live = v_live - 1 WHERE s.key = p_key;
+	END IF;
+END
+$$;
+
+-- refresh_slot is Store.RefreshSlot: it extends a live counter and never
+-- creates one.
+CREATE OR REPLACE FUNCTION @schema@.refresh_slot(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_expires bigint;
+	v_now bigint;
+BEGIN
+	SELECT s.expires INTO v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	v_now := coalesce(p_now, @schema@.now_ns());
+	IF v_expires <= v_now THEN
+		DELETE FROM @schema@.slots s WHERE s.key = p_key;
+	ELSE
+		UPDATE @schema@.slots s SET expires = @schema@.sat_add(v_now, p_ttl) WHERE s.key = p_key;
+	END IF;
+END
+$$;
+
+-- acquire_burst is pace.AdmitBurst on the slot at p_key.
+CREATE OR REPLACE FUNCTION @schema@.acquire_burst(p_key bytea, p_sustained bigint, p_ceiling bigint, p_budget bigint, p_ttl bigint,
+	p_now bigint, p_sweep integer, OUT acquired boolean, OUT current bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	st @schema@.bursts;
+	v_row boolean;
+	v_now bigint;
+BEGIN
+	LOOP
+		SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
+		v_row := FOUND;
+		v_now := coalesce(p_now, @schema@.now_ns());
+		IF NOT v_row OR st.reclaim <= v_now THEN
+			st := ROW(p_key, 0, p_budget, v_now, 0, 0, 0, 0);
+		ELSE
+			st := @schema@.burst_assess(st, v_now);
+		END IF;
+		st.sustained := p_sustained;
+		st.budget := p_budget;
+		st.remaining := least(st.remaining, p_budget);
+		IF st.live >= p_ceiling OR (st.live >= p_sustained AND st.remaining <= 0) THEN
+			acquired := false;
+		ELSE
+			acquired := true;
+			st.live := st.live + 1;
+			st.expires := @schema@.sat_add(v_now, p_ttl);
+		END IF;
+		current := st.live;
+		st.reclaim := @schema@.burst_reclaim(st);
+		IF st.reclaim <= v_now THEN
+			IF v_row THEN
+				DELETE FROM @schema@.bursts b WHERE b.key = p_key;
+			END IF;
+			RETURN;
+		END IF;
+		IF v_row THEN
+			UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
+				expires = st.expires, sustained = st.sustained, budget = st.budget, reclaim = st.reclaim
+			WHERE b.key = p_key;
+			RETURN;
+		END IF;
+		INSERT INTO @schema@.bursts (key, live, remaining, assessed, expires, sustained, budget, reclaim)
+		VALUES (p_key, st.live, st.remaining, st.assessed, st.expires, st.sustained, st.budget, st.reclaim)
+		ON CONFLICT (key) DO NOTHING;
+		IF FOUND THEN
+			IF p_sweep > 0 THEN
+				DELETE FROM @schema@.bursts b
+				WHERE b.key = ANY (ARRAY(
+					SELECT s.key FROM @schema@.bursts s WHERE s.reclaim <= v_now
+					ORDER BY s.reclaim LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.reclaim <= v_now;
+			END IF;
+			RETURN;
+		END IF;
+	END LOOP;
+END
+$$;
+
+-- release_burst is pace.ReleaseBurst on a present slot; a no-op on an
+-- absent one.
+CREATE OR REPLACE FUNCTION @schema@.release_burst(p_key bytea, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	st @schema@.bursts;
+	v_now bigint;
+BEGIN
+	SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	v_now := coalesce(p_now, @schema@.now_ns());
+	IF st.reclaim > v_now THEN
+		st := @schema@.burst_assess(st, v_now);
+		IF st.live > 0 THEN
+			st.live := st.live - 1;
+		END IF;
+		st.reclaim := @schema@.burst_reclaim(st);
+	END IF;
+	IF st.reclaim <= v_now THEN
+		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
+	ELSE
+		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed, reclaim = st.reclaim
+		WHERE b.key = p_key;
+	END IF;
+END
+$$;
+
+-- refresh_burst is pace.RefreshBurst on a present slot; a no-op on an
+-- absent one, so a stray heartbeat never resurrects a reaped slot.
+CREATE OR REPLACE FUNCTION @schema@.refresh_burst(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	st @schema@.bursts;
+	v_now bigint;
+BEGIN
+	SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	v_now := coalesce(p_now, @schema@.now_ns());
+	IF st.reclaim > v_now THEN
+		st := @schema@.burst_assess(st, v_now);
+		IF st.live > 0 THEN
+			st.expires := @schema@.sat_add(v_now, p_ttl);
+		END IF;
+		st.reclaim := @schema@.burst_reclaim(st);
+	END IF;
+	IF st.reclaim <= v_now THEN
+		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
+	ELSE
+		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
+			expires = st.expires, reclaim = st.reclaim
+		WHERE b.key = p_key;
+	END IF;
+END
+$$;
+
+-- set_value is Store.Set; p_ttl = 0 never expires.
+CREATE OR REPLACE FUNCTION @schema@.set_value(p_key bytea, p_value bytea, p_ttl bigint, p_now bigint, p_sweep integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_now bigint := coalesce(p_now, @schema@.now_ns());
+	v_expires bigint := CASE WHEN p_ttl = 0 THEN NULL ELSE @schema@.sat_add(v_now, p_ttl) END;
+BEGIN
+	UPDATE @schema@.vals v SET value = p_value, expires = v_expires WHERE v.key = p_key;
+	IF FOUND THEN
+		RETURN;
+	END IF;
+	INSERT INTO @schema@.vals (key, value, expires) VALUES (p_key, p_value, v_expires)
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires;
+	IF p_sweep > 0 THEN
+		DELETE FROM @schema@.vals b
+		WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.vals s WHERE s.expires <= v_now
+			ORDER BY s.expires LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+		AND b.expires <= v_now;
+	END IF;
+END
+$$;
+
+-- delete_key is Store.Delete: the key in all four namespaces.
+CREATE OR REPLACE FUNCTION @schema@.delete_key(p_key bytea) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM @schema@.buckets b WHERE b.key = p_key;
+	DELETE FROM @schema@.slots s WHERE s.key = p_key;
+	DELETE FROM @schema@.bursts b WHERE b.key = p_key;
+	DELETE FROM @schema@.vals v WHERE v.key = p_key;
+END
+$$;
+
+-- sweep deletes up to p_limit reclaimable rows from each table and returns
+-- how many it deleted. Rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_now bigint := coalesce(p_now, @schema@.now_ns());
+	v_n bigint;
+	v_total bigint := 0;
+BEGIN
+	DELETE FROM @schema@.buckets b WHERE b.key = ANY (ARRAY(
+		SELECT s.key FROM @schema@.buckets s WHERE s.tat <= v_now ORDER BY s.tat LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.tat <= v_now;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_total := v_total + v_n;
+	DELETE FROM @schema@.slots b WHERE b.key = ANY (ARRAY(
+		SELECT s.key FROM @schema@.slots s WHERE s.expires <= v_now ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.expires <= v_now;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_total := v_total + v_n;
+	DELETE FROM @schema@.bursts b WHERE b.key = ANY (ARRAY(
+		SELECT s.key FROM @schema@.bursts s WHERE s.reclaim <= v_now ORDER BY s.reclaim LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.reclaim <= v_now;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	v_total := v_total + v_n;
+	DELETE FROM @schema@.vals b WHERE b.key = ANY (ARRAY(
+		SELECT s.key FROM @schema@.vals s WHERE s.expires <= v_now ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.expires <= v_now;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	RETURN v_total + v_n;
+END
+$$;
+
+DELETE FROM @schema@.meta;
+INSERT INTO @schema@.meta (version) VALUES (@version@);
