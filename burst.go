@@ -51,8 +51,9 @@ type BurstSlotState struct {
 // on rejection only the assessment is recorded. The result reports admission:
 // the caller tells a ceiling rejection (st.Count >= ceiling) from a budget
 // one (st.Count < ceiling). A state seen for the first time (zero
-// LastAssessed) starts with a full budget. The arguments are not validated
-// here: see ValidateSlotBurst.
+// LastAssessed) starts with a full budget; now must therefore never be the
+// zero time.Time, which would look like a slot never assessed. The arguments
+// are not validated here: see ValidateSlotBurst.
 func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl time.Duration, now time.Time) bool {
 	if st.LastAssessed.IsZero() {
 		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}
@@ -79,8 +80,13 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 // presumed gone and its count drops to zero, while the budget it burned stays
 // owed until it has refilled, so letting a slot expire does not launder a
 // burst. A now before LastAssessed (a clock that went backwards) charges
-// nothing and does not move LastAssessed back.
+// nothing and does not move LastAssessed back. The zero state (an absent
+// slot) is left as it is, so that a release or a heartbeat on a slot that
+// does not exist cannot turn it into one with an empty budget.
 func AssessBurst(st *BurstSlotState, now time.Time) {
+	if st.LastAssessed.IsZero() {
+		return
+	}
 	if st.Count > 0 && !st.Expires.IsZero() && !now.Before(st.Expires) {
 		chargeBurst(st, st.Expires)
 		st.Count = 0
@@ -100,8 +106,13 @@ func chargeBurst(st *BurstSlotState, t time.Time) {
 		st.BurstRemaining = max(st.BurstRemaining-drain, 0)
 		return
 	}
-	refill := mulDiv(elapsed, st.BurstBudget, BurstRefillWindow)
-	st.BurstRemaining = min(st.BurstRemaining+refill, st.BurstBudget)
+	// Compared as a deficit, not summed: remaining + refill overflows an
+	// int64 for huge budgets and long idle times.
+	if refill := mulDiv(elapsed, st.BurstBudget, BurstRefillWindow); refill >= st.BurstBudget-st.BurstRemaining {
+		st.BurstRemaining = st.BurstBudget
+	} else {
+		st.BurstRemaining += refill
+	}
 }
 
 // mulDiv returns floor(a × b / c) computed in double precision, saturated to

@@ -1,0 +1,490 @@
+// Package memory implements the process-local pace.Store used by every deployment.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// Store is a pace.Store held in process memory: the fast tier for a single
+// process, and the reference implementation of the contract that
+// package storetest checks.
+//
+// Token buckets live in a pace.Buckets, so they decide with exactly the
+// arithmetic of pace.Pace (one int64 per key, full buckets forgotten). Plain
+// slots, burst slots and values live in three maps per shard, each shard a
+// mutex chosen by a seeded hash of the key. Burst slots decide with
+// pace.AdmitBurst and its companions.
+//
+// Rows that are indistinguishable from absent ones are reclaimed by the same
+// amortised rule as Pace, on the calling goroutine, with no background
+// goroutine: a slot with no holder or past its TTL, a burst slot with no
+// holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
+// value. A shard's namespace is swept when it has doubled since its last pass,
+// or when its horizon (the longest lifetime a row of that namespace was
+// given: the TTL, plus pace.BurstRefillWindow for burst slots) has passed
+// since then. A sweep that leaves a map far below its high-water mark copies
+// it into a smaller one, because Go maps never shrink. Memory is therefore
+// bounded by about twice the rows live within the last horizon. Keys are
+// cloned when stored, so a row never pins the caller's buffer.
+//
+// Time is read once per call, from the clock given by WithClock (the
+// monotonic clock by default); a reading earlier than one a shard has already
+// seen is treated as that later one.
+//
+// Store must be created with New. It is safe for concurrent use by multiple
+// goroutines; all methods honour ctx only by returning ctx.Err() when it is
+// already done, since none of them blocks.
+type Store struct {
+	shards  [numShards]shard
+	seed    maphash.Seed
+	buckets *pace.Buckets
+	clock   func() time.Time
+	closed  atomic.Bool
+
+	// The longest lifetime given to a row of each namespace, in
+	// nanoseconds: the sweep horizon.
+	slotHorizon, burstHorizon, valueHorizon atomic.Int64
+}
+
+var _ pace.Store = (*Store)(nil)
+
+const (
+	shardBits = 6
+	numShards = 1 << shardBits
+
+	// minRows is the size below which a namespace of a shard is not swept
+	// for having doubled.
+	minRows = 8
+)
+
+type shard struct {
+	mu     sync.Mutex
+	last   time.Time // latest clock reading seen; guarded by mu
+	slots  table[slotRow]
+	bursts table[pace.BurstSlotState]
+	values table[valueRow]
+	_      [64]byte // keep neighbouring shards' locks off this cache line
+}
+
+// table is one namespace of a shard. Rows are pointers so that an update is
+// one map lookup and the stored key is never replaced: assigning to an
+// existing string key would store the caller's string in place of the clone.
+type table[R any] struct {
+	m         map[string]*R
+	swept     int       // rows after the last pass
+	high      int       // most rows since the map was last built
+	nextSweep time.Time // when a horizon pass is due
+}
+
+type slotRow struct {
+	count   int64
+	expires time.Time
+}
+
+type valueRow struct {
+	value   []byte
+	expires time.Time // zero: never
+}
+
+// Option configures New.
+type Option func(*Store)
+
+// WithClock makes the store read time from now instead of the monotonic
+// clock, for tests and simulations. now is called once per call, possibly
+// from many goroutines at once, and must never return the zero time.Time.
+// The token buckets read it too. A nil now keeps the default, time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.clock = now }
+}
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	s := &Store{seed: maphash.MakeSeed(), clock: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	s.buckets = pace.NewBuckets(pace.WithClock(s.clock))
+	return s
+}
+
+// closedErr is what every method returns after Close.
+func closedErr(op string) error { return fmt.Errorf("memory: %s: %w", op, pace.ErrClosed) }
+
+// begin checks what every method checks first: ctx and Close.
+func (s *Store) begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return closedErr(op)
+	}
+	return nil
+}
+
+// lock reads the clock, locks the shard of key and returns it with the time
+// of the decision, clamped so that it never moves backwards in a shard. It
+// runs the sweeps that are due. It fails only when the store was closed.
+func (s *Store) lock(key, op string) (*shard, time.Time, error) {
+	now := s.clock()
+	sh := &s.shards[maphash.String(s.seed, key)>>(64-shardBits)]
+	sh.mu.Lock()
+	if s.closed.Load() { // Close clears the maps under this lock
+		sh.mu.Unlock()
+		return nil, now, closedErr(op)
+	}
+	if now.Before(sh.last) {
+		now = sh.last
+	} else {
+		sh.last = now
+	}
+	if !now.Before(sh.slots.nextSweep) {
+		sweep(&sh.slots, now, &s.slotHorizon, slotGone)
+	}
+	if !now.Before(sh.bursts.nextSweep) {
+		sweep(&sh.bursts, now, &s.burstHorizon, burstGone)
+	}
+	if !now.Before(sh.values.nextSweep) {
+		sweep(&sh.values, now, &s.valueHorizon, valueGone)
+	}
+	return sh, now, nil
+}
+
+// TokenBucket implements pace.Store. The buckets are those of pace.Buckets:
+// retryAfter is exact to the nanosecond, and a full bucket holds no row.
+func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	if err := s.begin(ctx, "TokenBucket"); err != nil {
+		return false, 0, err
+	}
+	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	if err != nil {
+		return false, 0, err
+	}
+	ok, wait := s.buckets.Take(key, b)
+	return ok, wait, nil
+}
+
+// AcquireSlot implements pace.Store. An admission sets the counter's expiry
+// to now + ttl; a rejection changes nothing and reports the counter.
+func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	if err := s.begin(ctx, "AcquireSlot"); err != nil {
+		return false, 0, err
+	}
+	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+		return false, 0, err
+	}
+	sh, now, err := s.lock(key, "AcquireSlot")
+	if err != nil {
+		return false, 0, err
+	}
+	defer sh.mu.Unlock()
+	r := sh.slots.m[key]
+	if r != nil && slotGone(r, now) {
+		r.count = 0
+	}
+	count := int64(0)
+	if r != nil {
+		count = r.count
+	}
+	if count >= limit {
+		return false, count, nil
+	}
+	if r == nil {
+		widen(&s.slotHorizon, ttl)
+		r = insert(&sh.slots, key, now, &s.slotHorizon, slotGone)
+	}
+	r.count++
+	r.expires = now.Add(ttl)
+	return true, r.count, nil
+}
+
+// ReleaseSlot implements pace.Store. Releasing an absent or expired counter
+// does nothing.
+func (s *Store) ReleaseSlot(ctx context.Context, key string) error {
+	if err := s.begin(ctx, "ReleaseSlot"); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	sh, now, err := s.lock(key, "ReleaseSlot")
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if r := sh.slots.m[key]; r != nil && !slotGone(r, now) {
+		r.count-- // at least 1: slotGone reports a zero count
+	}
+	return nil
+}
+
+// RefreshSlot implements pace.Store. It sets a live counter's expiry to
+// now + ttl, and does nothing to an absent or expired one.
+func (s *Store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.begin(ctx, "RefreshSlot"); err != nil {
+		return err
+	}
+	if err := pace.ValidateRefresh(key, ttl); err != nil {
+		return err
+	}
+	sh, now, err := s.lock(key, "RefreshSlot")
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if r := sh.slots.m[key]; r != nil && !slotGone(r, now) {
+		widen(&s.slotHorizon, ttl)
+		r.expires = now.Add(ttl)
+	}
+	return nil
+}
+
+// AcquireSlotBurst implements pace.Store with pace.AdmitBurst.
+func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+	if err := s.begin(ctx, "AcquireSlotBurst"); err != nil {
+		return false, 0, err
+	}
+	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+		return false, 0, err
+	}
+	sh, now, err := s.lock(key, "AcquireSlotBurst")
+	if err != nil {
+		return false, 0, err
+	}
+	defer sh.mu.Unlock()
+	widen(&s.burstHorizon, ttl+pace.BurstRefillWindow)
+	if st := sh.bursts.m[key]; st != nil {
+		if burstGone(st, now) {
+			// Decide as for an absent slot whether or not the sweep has
+			// run, so that the parameters of this call apply afresh.
+			*st = pace.BurstSlotState{}
+		}
+		ok := pace.AdmitBurst(st, sustained, ceiling, burstBudget, ttl, now)
+		return ok, st.Count, nil
+	}
+	var st pace.BurstSlotState
+	if !pace.AdmitBurst(&st, sustained, ceiling, burstBudget, ttl, now) {
+		return false, st.Count, nil // unreachable with valid arguments: sustained ≥ 1
+	}
+	*insert(&sh.bursts, key, now, &s.burstHorizon, burstGone) = st
+	return true, st.Count, nil
+}
+
+// ReleaseSlotBurst implements pace.Store with pace.ReleaseBurst. Releasing
+// an absent slot does nothing.
+func (s *Store) ReleaseSlotBurst(ctx context.Context, key string) error {
+	if err := s.begin(ctx, "ReleaseSlotBurst"); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	sh, now, err := s.lock(key, "ReleaseSlotBurst")
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if st := sh.bursts.m[key]; st != nil {
+		pace.ReleaseBurst(st, now)
+	}
+	return nil
+}
+
+// RefreshSlotBurst implements pace.Store with pace.RefreshBurst: an absent
+// or expired slot is left as it is.
+func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.begin(ctx, "RefreshSlotBurst"); err != nil {
+		return err
+	}
+	if err := pace.ValidateRefresh(key, ttl); err != nil {
+		return err
+	}
+	sh, now, err := s.lock(key, "RefreshSlotBurst")
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if st := sh.bursts.m[key]; st != nil {
+		widen(&s.burstHorizon, ttl+pace.BurstRefillWindow)
+		pace.RefreshBurst(st, ttl, now)
+	}
+	return nil
+}
+
+// Get implements pace.Store. The result is a new slice, never nil on
+// success, that the caller may keep and modify.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.begin(ctx, "Get"); err != nil {
+		return nil, err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	sh, now, err := s.lock(key, "Get")
+	if err != nil {
+		return nil, err
+	}
+	defer sh.mu.Unlock()
+	r := sh.values.m[key]
+	if r == nil || valueGone(r, now) {
+		return nil, fmt.Errorf("memory: Get %q: %w", key, pace.ErrNotFound)
+	}
+	return append(make([]byte, 0, len(r.value)), r.value...), nil
+}
+
+// Set implements pace.Store. It stores a copy of value, so the caller may
+// reuse its slice.
+func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := s.begin(ctx, "Set"); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := pace.ValidateTTL(ttl); err != nil {
+		return err
+	}
+	v := append([]byte(nil), value...) // copied before the lock is taken
+	sh, now, err := s.lock(key, "Set")
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	var expires time.Time
+	if ttl > 0 {
+		widen(&s.valueHorizon, ttl)
+		expires = now.Add(ttl)
+	}
+	r := sh.values.m[key]
+	if r == nil {
+		r = insert(&sh.values, key, now, &s.valueHorizon, valueGone)
+	}
+	*r = valueRow{value: v, expires: expires}
+	return nil
+}
+
+// Delete implements pace.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.begin(ctx, "Delete"); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	sh, _, err := s.lock(key, "Delete")
+	if err != nil {
+		return err
+	}
+	delete(sh.slots.m, key)
+	delete(sh.bursts.m, key)
+	delete(sh.values.m, key)
+	s.buckets.Forget(key) // under the shard lock, so Delete is atomic per key against this shard's namespaces
+	sh.mu.Unlock()
+	return nil
+}
+
+// Close implements pace.Store. It drops every row (there is no goroutine to
+// stop) and is idempotent; every other method returns an error wrapping
+// pace.ErrClosed after it. Close never blocks, so it does not consult ctx.
+func (s *Store) Close(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.slots, sh.bursts, sh.values = table[slotRow]{}, table[pace.BurstSlotState]{}, table[valueRow]{}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Len reports the number of rows the store holds across its four
+// namespaces, including rows that are reclaimable but not yet swept. It is
+// meant for tests and metrics, and locks each shard in turn.
+func (s *Store) Len() int {
+	n := s.buckets.Len()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// slotGone reports whether a plain counter is indistinguishable from an
+// absent one at now.
+func slotGone(r *slotRow, now time.Time) bool { return r.count <= 0 || !now.Before(r.expires) }
+
+// burstGone reports whether a burst slot is indistinguishable from an absent
+// one at now.
+func burstGone(st *pace.BurstSlotState, now time.Time) bool { return !now.Before(st.ReclaimAt()) }
+
+// valueGone reports whether a value has expired at now.
+func valueGone(r *valueRow, now time.Time) bool { return !r.expires.IsZero() && !now.Before(r.expires) }
+
+// widen records d as the sweep horizon of a namespace if it is the longest
+// seen. It saturates rather than overflows.
+func widen(h *atomic.Int64, d time.Duration) {
+	if d < 0 { // ttl + BurstRefillWindow overflowed
+		d = 1<<63 - 1
+	}
+	for {
+		cur := h.Load()
+		if int64(d) <= cur || h.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// insert adds a zero row for key, a clone of it, sweeping the namespace
+// first if it has doubled since its last pass. The caller holds the shard
+// lock and has checked that key is absent.
+func insert[R any](t *table[R], key string, now time.Time, horizon *atomic.Int64, gone func(*R, time.Time) bool) *R {
+	if len(t.m) >= 2*max(t.swept, minRows) {
+		sweep(t, now, horizon, gone)
+	}
+	if t.m == nil {
+		t.m = make(map[string]*R)
+	}
+	r := new(R)
+	t.m[strings.Clone(key)] = r
+	t.high = max(t.high, len(t.m))
+	return r
+}
+
+// sweep deletes the rows of t that are gone at now, and copies the map into
+// a smaller one when it has shrunk to a quarter of its high-water mark, so
+// that the heap comes back after a flood. The caller holds the shard lock.
+func sweep[R any](t *table[R], now time.Time, horizon *atomic.Int64, gone func(*R, time.Time) bool) {
+	t.nextSweep = now.Add(time.Duration(max(horizon.Load(), 1)))
+	for k, r := range t.m {
+		if gone(r, now) {
+			delete(t.m, k)
+		}
+	}
+	switch n := len(t.m); {
+	case n == 0:
+		t.m, t.high = nil, 0
+	case t.high >= 4*minRows && 4*n < t.high:
+		m := make(map[string]*R, n)
+		for k, r := range t.m {
+			m[k] = r
+		}
+		t.m, t.high = m, n
+	}
+	t.swept = len(t.m)
+}
