@@ -286,6 +286,83 @@ func TestWrapCounts(t *testing.T) {
 	}
 }
 
+// slowStore is a Store whose TokenBucket takes the time given by its key,
+// on a fake clock, and whose every other method fails in a way the Store
+// contract does not allow.
+type slowStore struct {
+	fakeStore
+	clock *fixedClock
+}
+
+func (s slowStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	d, err := time.ParseDuration(key)
+	if err != nil {
+		return false, 0, fmt.Errorf("a misbehaving backend: %w", pace.ErrNotFound)
+	}
+	s.clock.add(d)
+	return true, 0, nil
+}
+
+func (slowStore) Close(ctx context.Context) error {
+	return fmt.Errorf("a misbehaving backend: %w", pace.ErrInvalidArgument)
+}
+
+func TestWrapLatency(t *testing.T) {
+	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
+	reg := newCapture()
+	s := mustWrap(t, slowStore{clock: clock}, reg, instrument.WithClock(clock.now), instrument.WithBuckets([]float64{0.1, 0.5}))
+	for _, d := range []string{"30ms", "100ms", "600ms", "0s"} {
+		s.TokenBucket(context.Background(), d, 10, 1, 1)
+	}
+	want := `
+# HELP pace_store_operation_duration_seconds Latency of Store calls by method (op), whatever their outcome.
+# TYPE pace_store_operation_duration_seconds histogram
+pace_store_operation_duration_seconds_bucket{op="token_bucket",le="0.1"} 3
+pace_store_operation_duration_seconds_bucket{op="token_bucket",le="0.5"} 3
+pace_store_operation_duration_seconds_bucket{op="token_bucket",le="+Inf"} 4
+pace_store_operation_duration_seconds_sum{op="token_bucket"} 0.73
+pace_store_operation_duration_seconds_count{op="token_bucket"} 4
+`
+	for _, op := range []string{"acquire_slot", "acquire_slot_burst", "release_slot", "refresh_slot", "release_slot_burst", "refresh_slot_burst", "get", "set", "delete", "close"} {
+		want += strings.ReplaceAll(`pace_store_operation_duration_seconds_bucket{op="OP",le="0.1"} 0
+pace_store_operation_duration_seconds_bucket{op="OP",le="0.5"} 0
+pace_store_operation_duration_seconds_bucket{op="OP",le="+Inf"} 0
+pace_store_operation_duration_seconds_sum{op="OP"} 0
+pace_store_operation_duration_seconds_count{op="OP"} 0
+`, "OP", op)
+	}
+	if err := testutil.CollectAndCompare(reg.one(t), strings.NewReader(want), "pace_store_operation_duration_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestWrapUnexpectedError pins that an error a method should not return
+// (ErrNotFound from TokenBucket, ErrInvalidArgument from Close) counts as an
+// error rather than being lost or panicking.
+func TestWrapUnexpectedError(t *testing.T) {
+	reg := newCapture()
+	s := mustWrap(t, slowStore{clock: &fixedClock{}}, reg)
+	s.TokenBucket(context.Background(), "not a duration", 10, 1, 1)
+	s.Close(context.Background())
+	s.Close(context.Background())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "pace_store_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()+"/"+m.GetLabel()[1].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if got["token_bucket/error"] != 1 || got["close/error"] != 2 || got["close/ok"] != 0 {
+		t.Errorf("token_bucket/error %v, close/error %v, close/ok %v; want 1, 2, 0", got["token_bucket/error"], got["close/error"], got["close/ok"])
+	}
+}
+
 func TestWrapLint(t *testing.T) {
 	reg := newCapture()
 	s := mustWrap(t, fakeStore{}, reg)
@@ -508,6 +585,12 @@ func (c *fixedClock) now() time.Time {
 	return c.t
 }
 
+func (c *fixedClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func TestNewPace(t *testing.T) {
 	reg := newCapture()
 	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
@@ -522,6 +605,7 @@ func TestNewPace(t *testing.T) {
 			t.Fatalf("Allow(a) #%d = %v; want %v", i+1, got, want)
 		}
 	}
+	p.Allow("c")
 	r := p.Reserve("b")
 	r.Return()
 	r.Return() // a second Return gives nothing back and is not counted
@@ -531,19 +615,19 @@ func TestNewPace(t *testing.T) {
 # HELP pace_reservations_total Pace reservations (Reserve and Allow) by outcome: reserved or refused.
 # TYPE pace_reservations_total counter
 pace_reservations_total{result="refused"} 2
-pace_reservations_total{result="reserved"} 3
+pace_reservations_total{result="reserved"} 4
 # HELP pace_returned_total Pace reservations given back by Reservation.Return.
 # TYPE pace_returned_total counter
 pace_returned_total 1
 # HELP pace_rows Live rows of the Pace: keys whose bucket was not full when last looked at.
 # TYPE pace_rows gauge
-pace_rows 1
+pace_rows 2
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if p.Len() != 1 {
-		t.Errorf("Len() = %d; want 1 (key a), as pace_rows says", p.Len())
+	if p.Len() != 2 {
+		t.Errorf("Len() = %d; want 2 (keys a and c), as pace_rows says", p.Len())
 	}
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
