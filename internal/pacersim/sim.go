@@ -1,0 +1,230 @@
+// Package pacersim is a deterministic, discrete-event simulation of
+// greedy clients sharing one rate-limited API key, used to measure the
+// pacer against baselines.
+package pacersim
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Response is what the simulated server tells a client about one call.
+type Response struct {
+	Accepted   bool
+	Limit      int
+	Used       int           // calls counted in the window after this one
+	Remaining  int           // max(0, Limit-Used)
+	RetryAfter time.Duration // whole seconds, set on refusals
+}
+
+// Policy is one client's pacing strategy. The simulation calls Next after
+// every response (and once at start) and sends the next call after the
+// returned delay; Observe is called with each response. now is the time
+// since the start of the run.
+type Policy interface {
+	Next(now time.Duration) time.Duration
+	Observe(now time.Duration, r Response)
+}
+
+// NewPolicy builds the policy of client id; seed is derived from the run's
+// seed and the id.
+type NewPolicy func(id int, seed uint64, cfg Config) Policy
+
+// Config describes one run.
+type Config struct {
+	Seed     uint64
+	Clients  int           // clients present from the start
+	Join     time.Duration // when one more client joins; zero for none
+	Leave    time.Duration // when client 0 leaves; zero for none
+	Duration time.Duration
+	Window   time.Duration
+	RTT      time.Duration // mean round trip; each is drawn within ±10%
+	// Limit returns the server's limit (calls per Window) at t.
+	Limit func(t time.Duration) int
+}
+
+// Scenario returns the configuration of the issue: a 30-minute run, a 60 s
+// sliding window, 120 calls a minute dropping to 40 during minutes 10–20,
+// 0.2 s round trips. With churn, one client joins at minute 5 and one
+// leaves at minute 25.
+func Scenario(clients int, churn bool, seed uint64) Config {
+	c := Config{
+		Seed:     seed,
+		Clients:  clients,
+		Duration: 30 * time.Minute,
+		Window:   time.Minute,
+		RTT:      200 * time.Millisecond,
+		Limit:    StepLimit,
+	}
+	if churn {
+		c.Join, c.Leave = 5*time.Minute, 25*time.Minute
+	}
+	return c
+}
+
+// StepLimit is the limit of the issue's scenario: 120, or 40 during
+// minutes 10 to 20.
+func StepLimit(t time.Duration) int {
+	if t >= 10*time.Minute && t < 20*time.Minute {
+		return 40
+	}
+	return 120
+}
+
+// Decision is one call as the server decided it.
+type Decision struct {
+	At       time.Duration
+	Client   int
+	Accepted bool
+	Used     int
+	Limit    int
+	// RetryAfter is the whole number of seconds until the window has room
+	// again, on refusals.
+	RetryAfter time.Duration
+}
+
+// Trace is everything a run produced, in time order.
+type Trace struct {
+	Config    Config
+	Decisions []Decision
+	Clients   int // total distinct clients
+	Start     []time.Duration
+	Stop      []time.Duration // Duration for clients that never leave
+}
+
+type event struct {
+	at     time.Duration
+	seq    int
+	kind   int
+	client int
+	sent   time.Duration
+}
+
+const (
+	evSend = iota
+	evArrive
+	evRespond
+)
+
+type queue []event
+
+func (q queue) Len() int { return len(q) }
+func (q queue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// Run simulates cfg with every client using a policy from newPolicy. The
+// same configuration and seed always give the same trace.
+func Run(cfg Config, newPolicy NewPolicy) *Trace {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	n := cfg.Clients
+	if cfg.Join > 0 {
+		n++
+	}
+	tr := &Trace{Config: cfg, Clients: n, Start: make([]time.Duration, n), Stop: make([]time.Duration, n)}
+	policies := make([]Policy, n)
+	q := &queue{}
+	seq := 0
+	push := func(e event) {
+		e.seq = seq
+		seq++
+		heap.Push(q, e)
+	}
+	for i := 0; i < n; i++ {
+		policies[i] = newPolicy(i, cfg.Seed*1000003+uint64(i)+1, cfg)
+		start := time.Duration(rng.Float64() * float64(time.Second))
+		if cfg.Join > 0 && i == n-1 {
+			start = cfg.Join
+		}
+		tr.Start[i] = start
+		tr.Stop[i] = cfg.Duration
+		if cfg.Leave > 0 && i == 0 {
+			tr.Stop[i] = cfg.Leave
+		}
+		push(event{at: start, kind: evRespond, client: i, sent: -1})
+	}
+	server := &Server{Window: cfg.Window}
+	last := make([]int, n) // each client's latest decision
+	for q.Len() > 0 {
+		e := heap.Pop(q).(event)
+		if e.at >= cfg.Duration {
+			break
+		}
+		switch e.kind {
+		case evSend:
+			rtt := time.Duration(float64(cfg.RTT) * (0.9 + 0.2*rng.Float64()))
+			push(event{at: e.at + rtt/2, kind: evArrive, client: e.client, sent: e.at})
+			push(event{at: e.at + rtt, kind: evRespond, client: e.client, sent: e.at})
+		case evArrive:
+			d := server.Decide(e.at, cfg.Limit(e.at))
+			d.Client = e.client
+			last[e.client] = len(tr.Decisions)
+			tr.Decisions = append(tr.Decisions, d)
+		case evRespond:
+			p := policies[e.client]
+			if e.sent >= 0 {
+				d := tr.Decisions[last[e.client]]
+				p.Observe(e.at, Response{
+					Accepted:   d.Accepted,
+					Limit:      d.Limit,
+					Used:       d.Used,
+					Remaining:  max(0, d.Limit-d.Used),
+					RetryAfter: d.RetryAfter,
+				})
+			}
+			if e.at >= tr.Stop[e.client] {
+				continue
+			}
+			push(event{at: e.at + p.Next(e.at), kind: evSend, client: e.client})
+		}
+	}
+	return tr
+}
+
+// Server is the simulated server's rule: a sliding window of Window in
+// which at most limit calls are accepted; refused calls do not count and
+// get a Retry-After of the whole seconds until the window has room. The
+// zero value is not usable: set Window. A Server is not safe for
+// concurrent use.
+type Server struct {
+	Window   time.Duration
+	accepted []time.Duration // accepted times, oldest first
+}
+
+// Decide decides a call arriving at at (time since the start; calls must
+// arrive in time order) under limit.
+func (s *Server) Decide(at time.Duration, limit int) Decision {
+	cut := at - s.Window
+	i := 0
+	for i < len(s.accepted) && s.accepted[i] <= cut {
+		i++
+	}
+	s.accepted = s.accepted[i:]
+	d := Decision{At: at, Limit: limit}
+	if len(s.accepted) < limit {
+		s.accepted = append(s.accepted, at)
+		d.Accepted = true
+	} else if limit > 0 {
+		// The call that must expire first is the (used-limit+1)-th oldest.
+		expire := s.accepted[len(s.accepted)-limit] + s.Window
+		sec := math.Ceil((expire - at).Seconds())
+		d.RetryAfter = time.Duration(max(1, sec)) * time.Second
+	} else {
+		d.RetryAfter = s.Window
+	}
+	d.Used = len(s.accepted)
+	return d
+}

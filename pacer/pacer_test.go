@@ -1,0 +1,281 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace/pacer"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func newPacer(c *fakeClock, opts ...pacer.Option) *pacer.Pacer {
+	return pacer.New(append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(1)}, opts...)...)
+}
+
+func state(limit, used int64) pacer.Signal {
+	return pacer.Signal{Limit: limit, Used: used, HasUsed: true}
+}
+
+func TestFreshPacerBursts(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	for i := 0; i < 5; i++ {
+		if d := p.Reserve(); d != 0 {
+			t.Fatalf("call %d on a fresh pacer: Reserve() = %v; want 0", i, d)
+		}
+	}
+}
+
+func TestIdleKeyBursts(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 3))
+	for i := 0; i < 10; i++ {
+		if d := p.Reserve(); d != 0 {
+			t.Fatalf("call %d with used 3 of 120: Reserve() = %v; want 0 (burst)", i, d)
+		}
+	}
+}
+
+func TestBarrierSlowsNearTheLimit(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 60))
+	far := p.Reserve() // the first slot goes now
+	c.Advance(time.Minute)
+	p.Observe(state(120, 60))
+	p.Reserve()
+	wide := p.Reserve()
+	c.Advance(time.Minute)
+	p.Observe(state(120, 115))
+	p.Reserve()
+	narrow := p.Reserve()
+	if far != 0 {
+		t.Errorf("first call: Reserve() = %v; want 0", far)
+	}
+	if !(narrow > wide) {
+		t.Errorf("gap at used 115/120 = %v, at 60/120 = %v; want the first larger", narrow, wide)
+	}
+}
+
+func TestSleepIsBounded(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c, pacer.WithWindow(time.Minute))
+	p.Observe(state(40, 110)) // used far above a limit that just dropped
+	d1 := p.Reserve()
+	d2 := p.Reserve()
+	if d1 > 30*time.Second || d2-d1 > 30*time.Second {
+		t.Errorf("Reserve() = %v then %v at used 110/40; want gaps of at most half a window (30s)", d1, d2)
+	}
+	if d2 <= 0 {
+		t.Errorf("second Reserve() at used 110/40 = %v; want a positive wait", d2)
+	}
+}
+
+func TestRetryAfterWins(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Limit: 120, Used: 0, HasUsed: true, RetryAfter: 42 * time.Second, Throttled: true})
+	if d := p.Reserve(); d < 42*time.Second {
+		t.Fatalf("after Retry-After 42s: Reserve() = %v; want >= 42s", d)
+	}
+}
+
+func TestRetryAfterWinsEvenWhenLongerThanMaxDelay(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c, pacer.WithWindow(2*time.Second))
+	p.Observe(pacer.Signal{RetryAfter: time.Hour, Throttled: true})
+	if d := p.Reserve(); d < time.Hour {
+		t.Fatalf("after Retry-After 1h with a 2s window: Reserve() = %v; want >= 1h", d)
+	}
+}
+
+func TestThrottleWithoutRetryAfterBacksOff(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Throttled: true})
+	d := p.Reserve()
+	if d <= 0 || d > 30*time.Second {
+		t.Fatalf("after a 429 without Retry-After: Reserve() = %v; want in (0, 30s]", d)
+	}
+}
+
+func TestWindowFromSignalScalesGaps(t *testing.T) {
+	gapAt := func(window time.Duration) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c)
+		p.Observe(pacer.Signal{Limit: 100, Used: 90, HasUsed: true, Window: window})
+		p.Reserve()
+		return p.Reserve()
+	}
+	short, long := gapAt(3*time.Second), gapAt(time.Hour)
+	ratio := float64(long) / float64(short)
+	if math.Abs(ratio-1200) > 1 {
+		t.Fatalf("gap with w=1h / gap with w=3s = %v / %v = %.1f; want 1200", long, short, ratio)
+	}
+}
+
+func TestClockGoingBackwardsIsClamped(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{RetryAfter: 10 * time.Second, Throttled: true})
+	c.Set(t0.Add(-time.Hour))
+	if d := p.Reserve(); d < 10*time.Second || d > 20*time.Second {
+		t.Fatalf("with the clock an hour back: Reserve() = %v; want about the 10s Retry-After (plus jitter), not 1h more", d)
+	}
+}
+
+func TestWaitReturnsWhenSlotComes(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{RetryAfter: 5 * time.Second, Throttled: true})
+	done := make(chan error, 1)
+	go func() { done <- p.Wait(context.Background()) }()
+	<-c.added
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v before the clock moved", err)
+	default:
+	}
+	c.Advance(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait() = %v; want nil", err)
+	}
+}
+
+func TestWaitReturnsContextErrorPromptly(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{RetryAfter: time.Hour, Throttled: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Wait(ctx) }()
+	<-c.added // Wait is now blocked on the clock
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait() after cancel = %v; want context.Canceled", err)
+	}
+}
+
+func TestWaitOnEndedContext(t *testing.T) {
+	p := newPacer(newFakeClock(t0))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait(cancelled) = %v; want context.Canceled", err)
+	}
+}
+
+func TestWaitFailsFastBeforeDeadline(t *testing.T) {
+	now := time.Now()
+	c := newFakeClock(now)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{RetryAfter: time.Hour, Throttled: true})
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute))
+	defer cancel()
+	err := p.Wait(ctx)
+	if !errors.Is(err, pacer.ErrWouldExceedDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait() with a deadline before the slot = %v; want ErrWouldExceedDeadline and DeadlineExceeded", err)
+	}
+	if len(c.added) != 0 {
+		t.Fatalf("Wait() started a timer; want it to fail without waiting")
+	}
+}
+
+func TestCancelledWaitGivesSlotBack(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(100, 90))
+	p.Reserve()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Wait(ctx) }()
+	<-c.added
+	cancel()
+	<-done
+	c2 := newFakeClock(t0)
+	q := newPacer(c2)
+	q.Observe(state(100, 90))
+	q.Reserve()
+	if got, want := p.Reserve(), q.Reserve(); got != want {
+		t.Fatalf("Reserve() after a cancelled Wait = %v; want %v, as if it had not happened", got, want)
+	}
+}
+
+func TestInvalidOptionsKeepDefaults(t *testing.T) {
+	run := func(opts ...pacer.Option) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c, opts...)
+		p.Observe(state(100, 90))
+		p.Reserve()
+		return p.Reserve()
+	}
+	want := run()
+	nan := math.NaN()
+	got := run(pacer.WithTarget(nan), pacer.WithTarget(2), pacer.WithWindow(-time.Second),
+		pacer.WithGains(nan, -1), pacer.WithInitialGain(math.Inf(1)), pacer.WithMaxDelay(0),
+		pacer.WithBurst(1.5), pacer.WithClock(nil))
+	if got != want {
+		t.Fatalf("gap with invalid options = %v; want the default gap %v", got, want)
+	}
+	if want <= 0 {
+		t.Fatalf("default gap at used 90/100 = %v; want positive", want)
+	}
+}
+
+func TestBadSignalsNeverDenyAll(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	for _, s := range []pacer.Signal{
+		{Limit: -5, Used: -3, HasUsed: true, Remaining: -1, HasRemaining: true},
+		{Limit: math.MaxInt64, Used: math.MaxInt64, HasUsed: true},
+		{Window: -time.Hour, Reset: math.MinInt64, RetryAfter: -time.Second},
+	} {
+		p.Observe(s)
+	}
+	c.Advance(24 * time.Hour)
+	d1, d2 := p.Reserve(), p.Reserve()
+	if d1 < 0 || d2 < 0 || d2 > time.Minute {
+		t.Fatalf("after nonsense signals and a day: Reserve() = %v, %v; want bounded, non-negative", d1, d2)
+	}
+}
+
+func TestConcurrentCallersAreSpaced(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(100, 90))
+	var wg = make(chan time.Duration, 8)
+	for i := 0; i < 8; i++ {
+		go func() { wg <- p.Reserve() }()
+	}
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 8; i++ {
+		d := <-wg
+		if seen[d] {
+			t.Fatalf("two concurrent callers got the same slot %v", d)
+		}
+		seen[d] = true
+	}
+}
+
+func TestGroupKeepsOnePacerPerKey(t *testing.T) {
+	g := pacer.NewGroup(pacer.WithClock(newFakeClock(t0)))
+	a, b := g.Get("core"), g.Get("search")
+	if a == b {
+		t.Fatal(`Get("core") == Get("search"); want distinct pacers`)
+	}
+	if g.Get("core") != a {
+		t.Fatal(`Get("core") twice gave different pacers`)
+	}
+	a.Observe(pacer.Signal{RetryAfter: time.Minute, Throttled: true})
+	if d := b.Reserve(); d != 0 {
+		t.Fatalf("a throttle on core delayed search by %v; want 0", d)
+	}
+	if g.Len() != 2 {
+		t.Fatalf("Len() = %d; want 2", g.Len())
+	}
+}

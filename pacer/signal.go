@@ -1,0 +1,94 @@
+package pacer
+
+import "time"
+
+// Signal is what one response said about the remote limit. Every field is
+// optional: the zero value says nothing, and a Pacer that observes it only
+// learns that a call completed.
+//
+// Counts are in requests (quota units) per window. A Signal that
+// contradicts itself is reconciled by Pacer.Observe: Used wins over
+// Remaining, Remaining above Limit is clamped to Limit, and Used above Limit
+// is believed (servers that shrink their limit report exactly that).
+type Signal struct {
+	// Limit is the number of calls the window allows, shared by every
+	// client of the key. Zero or negative means absent.
+	Limit int64
+
+	// Used is the number of calls counted in the current window, the
+	// caller's and everybody else's. It is present only when HasUsed is set.
+	Used    int64
+	HasUsed bool
+
+	// Remaining is the number of calls still allowed in the current window.
+	// It is present only when HasRemaining is set.
+	Remaining    int64
+	HasRemaining bool
+
+	// Window is the length of the window the limit applies to (the
+	// RateLimit-Policy "w" parameter). Zero or negative means absent.
+	Window time.Duration
+
+	// Reset is how long until the quota resets (X-RateLimit-Reset, or the
+	// RateLimit "t" parameter). Zero or negative means absent.
+	Reset time.Duration
+
+	// RetryAfter is how long the server asked the caller to wait
+	// (Retry-After). Zero or negative means absent. A Pacer never lets a
+	// call go before it has elapsed.
+	RetryAfter time.Duration
+
+	// Throttled reports whether the call was refused for rate (a 429, or a
+	// 503 with Retry-After).
+	Throttled bool
+}
+
+// maxCount clamps absurd counts: no real API advertises a billion calls
+// per window, and keeping counts small keeps every float exact.
+const maxCount = 1 << 30
+
+// maxDuration clamps absurd durations (Window, Reset, RetryAfter) to a
+// day: a server that asks for a week has a bug, and a client parked for a
+// week is indistinguishable from a dead one.
+const maxDuration = 24 * time.Hour
+
+// clean returns s with absent, negative and absurd values removed or
+// clamped, so that the rest of the package never checks them again.
+func (s Signal) clean() Signal {
+	if s.Limit <= 0 {
+		s.Limit = 0
+	} else if s.Limit > maxCount {
+		s.Limit = maxCount
+	}
+	if s.HasUsed {
+		if s.Used < 0 {
+			s.Used, s.HasUsed = 0, false
+		} else if s.Used > maxCount {
+			s.Used = maxCount
+		}
+	}
+	if s.HasRemaining {
+		if s.Remaining < 0 {
+			s.Remaining, s.HasRemaining = 0, false
+		} else if s.Remaining > maxCount {
+			s.Remaining = maxCount
+		}
+		if s.Limit > 0 && s.Remaining > s.Limit {
+			s.Remaining = s.Limit
+		}
+	}
+	s.Window = clampDuration(s.Window)
+	s.Reset = clampDuration(s.Reset)
+	s.RetryAfter = clampDuration(s.RetryAfter)
+	return s
+}
+
+func clampDuration(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	if d > maxDuration {
+		return maxDuration
+	}
+	return d
+}
