@@ -1,0 +1,47 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/storetest"
+)
+
+// TestContract runs the pace.Store contract suite against PostgreSQL, on the
+// database clock (the production path: subtests in parallel, real waits).
+func TestContract(t *testing.T) {
+	pool := testPool(t)
+	schema := testSchema(t, pool)
+	if _, err := New(context.Background(), pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(t *testing.T) pace.Store {
+		s, err := New(context.Background(), pool, WithSchema(schema))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	})
+}
+
+// TestContractFakeClock runs the suite again with every function's p_now
+// driven by a fake clock, so that expiries and refills are exact and the
+// suite never sleeps.
+func TestContractFakeClock(t *testing.T) {
+	pool := testPool(t)
+	schema := testSchema(t, pool)
+	if _, err := New(context.Background(), pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	var c fakeClock
+	c.set(t0)
+	storetest.Run(t, func(t *testing.T) pace.Store {
+		s, err := New(context.Background(), pool, WithSchema(schema))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return withClock(s, &c)
+	}, storetest.WithClock(func(d time.Duration) { c.add(d) }))
+}
