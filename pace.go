@@ -58,7 +58,8 @@ type Pace struct {
 const MaxRate = 1e9
 
 // New returns a Pace of perSecond events per second for each key.
-// perSecond must be a positive finite number no larger than MaxRate;
+// perSecond must be a positive finite number no larger than MaxRate, and not
+// so small that one event takes longer than about 73 years to refill;
 // otherwise the error wraps ErrInvalidArgument.
 //
 // The pace is per process: N replicas give a client up to N × perSecond.

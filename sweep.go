@@ -14,7 +14,14 @@ package pace
 //     by one shared read), after which every row from before the pass is full:
 //     the horizon is the time an empty bucket takes to refill.
 //
-// So a shard holds at most twice the keys that took within the last horizon.
+// "Doubled" is measured against the keys that took within the last horizon,
+// as counted by the last pass, not against the rows the pass left: keys well
+// under their pace have full buckets most of the time, and a pass deletes
+// them; measuring against what it left would have every such key deleted and
+// inserted again at each of a run of small passes, instead of once per
+// horizon. So a shard holds at most twice the keys that took within the last
+// horizon, and every row of a key silent for a horizon is gone after the next
+// pass.
 // Go maps and slices do not shrink, so a pass that leaves the table far below
 // its high-water mark (or mostly tombstones) rebuilds it at a size that fits,
 // and an empty shard drops its table altogether: the heap really comes back
@@ -36,19 +43,25 @@ func (t *Buckets) trySweep(sh *shard, now int64) {
 // sweep deletes the full rows of sh and rebuilds its table when it has
 // shrunk far below its size. The caller holds sh.mu.
 func (t *Buckets) sweep(sh *shard, now int64) {
-	sh.nextSweep.Store(now + max(t.horizon.Load(), 1))
+	horizon := max(t.horizon.Load(), 1)
+	sh.nextSweep.Store(now + horizon)
 	tab := sh.tab.Load()
 	if tab == nil {
 		sh.swept = 0
 		return
 	}
+	recent := int64(0) // rows of keys that took within the last horizon
 	for i := range tab.slots {
 		s := &tab.slots[i]
 		if s.key.Load() == 0 {
 			continue
 		}
+		v := s.tat.Load()
+		if v > now-horizon {
+			recent++ // a take sets the arrival time after itself
+		}
 		// A failed drop means a decision moved the row just now: it is live.
-		if v := s.tat.Load(); v <= now {
+		if v <= now {
 			sh.drop(s, v)
 		}
 	}
@@ -56,7 +69,7 @@ func (t *Buckets) sweep(sh *shard, now int64) {
 	if live == 0 || 8*live < len(tab.slots) || 2*live < sh.used {
 		sh.rebuild(live)
 	}
-	sh.swept = sh.live.Load()
+	sh.swept = max(int64(live), recent)
 }
 
 // rebuild replaces sh's table by one sized for n rows (nil when the shard

@@ -57,7 +57,7 @@ type shard struct {
 	mu    sync.Mutex
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
 	used  int          // slots with a key, live or deleted; guarded by mu
-	swept int64        // live rows after the last sweep; guarded by mu
+	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
 	_     [32]byte
 }
 

@@ -1,0 +1,190 @@
+package pace_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ratepace/pace"
+)
+
+// Rates are chosen so that each path is the one its name says.
+//
+// admit: one event per nanosecond per key, far faster than any key is asked,
+// so every decision admits. Such buckets are full again a nanosecond after
+// each take, as for any client well under its pace; their rows are dropped
+// by the sweep once per horizon and inserted again at the next take.
+// A flood of keys never seen before uses one event per second instead:
+// every made-up key then holds a row for a whole second, the heaviest case.
+//
+// refuse: one event per 1000 s, and every key spent before the timer starts,
+// so every decision refuses.
+const refuseRate = 1e-3
+
+func admitRate(_ *testing.B, n int) float64 {
+	if n >= floodKeys {
+		return 1
+	}
+	return pace.MaxRate
+}
+
+// floodKeys is the key count from which the admit and return benchmarks hand
+// out keys never seen before.
+const floodKeys = 1_000_000
+
+// benchKeys returns n distinct keys of 10 bytes.
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	seen := make(map[string]bool, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%09d", i)
+		seen[keys[i]] = true
+	}
+	if len(seen) != n {
+		panic("benchKeys: duplicate keys")
+	}
+	return keys
+}
+
+func newPace(b *testing.B, rate float64) *pace.Pace {
+	b.Helper()
+	p, err := pace.New(rate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// flood hands out keys never seen before: the key set is walked once per
+// Pace, and a fresh Pace (made before the timer) takes over when it runs out.
+type flood struct {
+	keys  []string
+	paces []*pace.Pace
+	next  atomic.Int64
+}
+
+func newFlood(b *testing.B, keys []string, rate float64) *flood {
+	f := &flood{keys: keys}
+	for range b.N/len(keys) + 2 {
+		f.paces = append(f.paces, newPace(b, rate))
+	}
+	return f
+}
+
+func (f *flood) at(i int) (*pace.Pace, string) {
+	return f.paces[i/len(f.keys)], f.keys[i%len(f.keys)]
+}
+
+type op func(p *pace.Pace, key string) bool
+
+func reserve(p *pace.Pace, key string) bool { return p.Reserve(key).OK() }
+
+func reserveReturn(p *pace.Pace, key string) bool {
+	r := p.Reserve(key)
+	ok := r.OK()
+	r.Return()
+	return ok
+}
+
+// run benchmarks do over n keys, serial and parallel, and checks that the
+// number of admitted decisions is the one wanted (all or none).
+func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, wantAll bool) {
+	keys := benchKeys(n)
+	check := func(b *testing.B, admitted int64) {
+		want := int64(0)
+		if wantAll {
+			want = int64(b.N)
+		}
+		if admitted != want {
+			b.Fatalf("admitted %d of %d decisions; want %d: the benchmark measures the wrong path", admitted, b.N, want)
+		}
+	}
+	fixed := func(b *testing.B) *pace.Pace {
+		p := newPace(b, rateOf(b, n))
+		for _, k := range keys {
+			p.Allow(k) // create every row; at the refuse rate this spends it
+		}
+		if !wantAll && p.Len() != n {
+			b.Fatalf("Len() = %d after spending %d keys", p.Len(), n)
+		}
+		return p
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		var admitted int64
+		if n >= floodKeys && wantAll {
+			f := newFlood(b, keys, rateOf(b, n))
+			b.ResetTimer()
+			for i := range b.N {
+				p, k := f.at(i)
+				if do(p, k) {
+					admitted++
+				}
+			}
+		} else {
+			p := fixed(b)
+			b.ResetTimer()
+			for i, j := 0, 0; i < b.N; i++ {
+				if do(p, keys[j]) {
+					admitted++
+				}
+				if j++; j == n {
+					j = 0
+				}
+			}
+		}
+		b.StopTimer()
+		check(b, admitted)
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var admitted atomic.Int64
+		if n >= floodKeys && wantAll {
+			f := newFlood(b, keys, rateOf(b, n))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				local := int64(0)
+				for pb.Next() {
+					p, k := f.at(int(f.next.Add(1) - 1))
+					if do(p, k) {
+						local++
+					}
+				}
+				admitted.Add(local)
+			})
+		} else {
+			p := fixed(b)
+			var start atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(start.Add(7919)) // each goroutine walks the keys from its own place
+				local := int64(0)
+				for pb.Next() {
+					i++
+					if i >= n {
+						i -= n * (i / n)
+					}
+					if do(p, keys[i]) {
+						local++
+					}
+				}
+				admitted.Add(local)
+			})
+		}
+		b.StopTimer()
+		check(b, admitted.Load())
+	})
+}
+
+func BenchmarkReserve(b *testing.B) {
+	refuse := func(*testing.B, int) float64 { return refuseRate }
+	for _, n := range []int{1, 10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("admit/keys=%d", n), func(b *testing.B) { run(b, n, admitRate, reserve, true) })
+	}
+	for _, n := range []int{1, 10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("refuse/keys=%d", n), func(b *testing.B) { run(b, n, refuse, reserve, false) })
+	}
+	for _, n := range []int{1, 10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("return/keys=%d", n), func(b *testing.B) { run(b, n, admitRate, reserveReturn, true) })
+	}
+}
