@@ -147,21 +147,23 @@ func ReleaseBurst(st *BurstSlotState, now time.Time) {
 	}
 }
 
-// ReclaimAt reports the instant from which st, left alone, is
+// ReclaimAt reports an instant from which st, left alone, is
 // indistinguishable from an absent slot (no live connection and a full
-// budget), so a backend may drop the row then. It is conservative: a slot
-// that was above sustained is kept until a whole BurstRefillWindow after its
-// expiry.
+// budget), so a backend may drop the row then. It is deliberately
+// conservative: a slot with a deficit, or above sustained, is kept two
+// whole BurstRefillWindows after its last activity or expiry, whichever is
+// later. A tighter bound (the exact refill time of the deficit) can fall a
+// nanosecond short, because AssessBurst floors each piece of a refill split
+// at the expiry, and double precision rounds products beyond 2⁵³; one
+// window refills a full budget from empty, and the second absorbs every
+// rounding. The zero state reports the zero time.
 func (st *BurstSlotState) ReclaimAt() time.Time {
-	if st.Count > st.Sustained {
-		return st.Expires.Add(BurstRefillWindow)
-	}
 	at := st.LastAssessed
-	if deficit := st.BurstBudget - st.BurstRemaining; deficit > 0 {
-		at = at.Add(time.Duration(math.Ceil(float64(deficit) * float64(BurstRefillWindow) / float64(st.BurstBudget))))
-	}
 	if st.Count > 0 && st.Expires.After(at) {
 		at = st.Expires
+	}
+	if st.BurstRemaining < st.BurstBudget || st.Count > st.Sustained {
+		at = at.Add(2 * BurstRefillWindow)
 	}
 	return at
 }

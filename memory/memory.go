@@ -29,7 +29,7 @@ import (
 // holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
 // value. A shard's namespace is swept when it has doubled since its last pass,
 // or when its horizon (the longest lifetime a row of that namespace was
-// given: the TTL, plus pace.BurstRefillWindow for burst slots) has passed
+// given: the TTL, plus two pace.BurstRefillWindows for burst slots) has passed
 // since then. A sweep that leaves a map far below its high-water mark copies
 // it into a smaller one, because Go maps never shrink. Memory is therefore
 // bounded by about twice the rows live within the last horizon. Keys are
@@ -264,7 +264,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 		return false, 0, err
 	}
 	defer sh.mu.Unlock()
-	widen(&s.burstHorizon, ttl+pace.BurstRefillWindow)
+	widen(&s.burstHorizon, ttl+2*pace.BurstRefillWindow)
 	if st := sh.bursts.m[key]; st != nil {
 		if burstGone(st, now) {
 			// Decide as for an absent slot whether or not the sweep has
@@ -317,7 +317,7 @@ func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Durat
 	}
 	defer sh.mu.Unlock()
 	if st := sh.bursts.m[key]; st != nil {
-		widen(&s.burstHorizon, ttl+pace.BurstRefillWindow)
+		widen(&s.burstHorizon, ttl+2*pace.BurstRefillWindow)
 		pace.RefreshBurst(st, ttl, now)
 	}
 	return nil
