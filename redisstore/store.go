@@ -1,0 +1,330 @@
+// Package redisstore implements pace.Store on Redis, for services that run as
+// many replicas and must share one rate limit.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/redis/go-redis/v9"
+)
+
+// Store is a pace.Store whose state lives in Redis, so that every replica of
+// a service that shares the Redis shares its limits.
+//
+// Every method is one round trip. The stateful ones (TokenBucket, the slot
+// methods, Delete) are Lua scripts sent with EVALSHA, loaded again with EVAL
+// when the server answers NOSCRIPT (after a restart or a SCRIPT FLUSH); Get,
+// Set and RefreshSlot are single native commands (GET, SET, PEXPIRE). A
+// script runs atomically on the server, so each decision is atomic per key
+// however many replicas race for it.
+//
+// Time comes from the server: each script reads TIME once, so clock skew
+// between application servers cannot change a decision. A token bucket is
+// the arithmetic of pace.Bucket to the nanosecond (interval and tolerance
+// are computed in Go by pace.ValidateTokenBucket and passed to the script),
+// decided at the microsecond resolution of TIME. Burst slots are the
+// arithmetic of pace.AdmitBurst, pace.ReleaseBurst and pace.RefreshBurst,
+// translated operation for operation, so they reach the same state to the
+// nanosecond; this holds exactly while burst budgets and counts stay below
+// 2^53 (a budget of about 104 days), beyond which the server's doubles round.
+// Instants are kept as Unix seconds and nanoseconds, so no absolute
+// nanosecond count (about 1.7e18, beyond a double's 2^53) is ever a Lua
+// number.
+//
+// Every key expires by itself: a token bucket when it has refilled to full
+// (its TAT), a plain slot counter at its TTL, a burst slot at its ReclaimAt
+// (no live connection and a full budget), a value at its TTL. The one
+// exception is a value Set with ttl 0, which never expires. TTLs and expiry
+// instants are rounded up to the millisecond, the resolution of Redis
+// expiry.
+//
+// Keys are the prefix (WithPrefix, default "pace:"), the user key inside a
+// Redis Cluster hash tag, and a namespace: "pace:{user42}:b" for a bucket,
+// ":s" for a plain slot, ":u" for a burst slot and ":v" for a value. The
+// four namespaces of one user key therefore share one hash slot, and Delete
+// clears them in one script, on a single node, a Cluster or a Ring alike.
+//
+// Redis 6.2 or later is required (SET with PXAT); scripts rely on effect
+// replication, the default since Redis 5 and the only mode since Redis 7.
+//
+// A Store adds no timeout of its own: a call lasts as long as go-redis lets
+// it. Build the client with ContextTimeoutEnabled so that a context deadline
+// bounds a call even on a connection that stopped answering; without it
+// go-redis bounds reads and writes by ReadTimeout and WriteTimeout (3 s by
+// default). A Redis that is down makes every method return an error; wrap
+// the Store with pace.WithFailurePolicy to turn those errors into an
+// explicit fail-open or fail-closed decision.
+//
+// A Store is safe for concurrent use by multiple goroutines.
+type Store struct {
+	client redis.UniversalClient
+	keys   keyer
+	clock  func() time.Time
+	err    error // a configuration error, returned by every method
+	closed atomic.Bool
+}
+
+var _ pace.Store = (*Store)(nil)
+
+// New returns a Store on client, which may be a *redis.Client, a
+// *redis.ClusterClient or a *redis.Ring. The caller keeps ownership of the
+// client: Close does not close it. A nil client or an invalid option does
+// not panic: every method of the Store then returns an error wrapping
+// pace.ErrInvalidArgument.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &Store{client: client, keys: keyer{prefix: cfg.prefix}, clock: cfg.clock}
+	switch {
+	case client == nil:
+		s.err = fmt.Errorf("%w: redisstore: nil client", pace.ErrInvalidArgument)
+	default:
+		s.err = checkPrefix(cfg.prefix)
+	}
+	return s
+}
+
+// usable reports why the Store cannot serve a call: closed or misconfigured.
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: %w", pace.ErrClosed)
+	}
+	return s.err
+}
+
+// failed wraps a backend error with the operation that met it.
+func failed(op string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+// withNow appends the test clock's now to a script's arguments; in
+// production (no clock) the script reads TIME.
+func (s *Store) withNow(args ...any) []any {
+	if s.clock != nil {
+		now := s.clock()
+		args = append(args, now.Unix(), now.Nanosecond())
+	}
+	return args
+}
+
+// split returns d as whole seconds and the nanoseconds left over.
+func split(d time.Duration) (sec, nsec int64) {
+	return int64(d / time.Second), int64(d % time.Second)
+}
+
+// ceilMillis rounds d up to a whole number of milliseconds, the resolution
+// of Redis expiry, so that a TTL is never shortened.
+func ceilMillis(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
+}
+
+// TokenBucket consumes cost tokens from the bucket at key; see
+// pace.Store.TokenBucket. The decision is one step of pace.Bucket.Take at the
+// server's time. The bucket's key expires when it has refilled to full.
+func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	if err := s.usable(); err != nil {
+		return false, 0, err
+	}
+	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	if err != nil {
+		return false, 0, err
+	}
+	is, in := split(b.Interval())
+	ts, tn := split(b.Tolerance())
+	wait, err := bucketScript.Run(ctx, s.client, []string{s.keys.key(key, nsBucket)}, s.withNow(is, in, ts, tn)...).Int64()
+	if err != nil {
+		return false, 0, failed("TokenBucket", err)
+	}
+	if wait == 0 {
+		return true, 0, nil
+	}
+	return false, time.Duration(wait), nil
+}
+
+// AcquireSlot reserves one slot in the plain counter at key; see
+// pace.Store.AcquireSlot. An acquisition sets the counter's idle TTL to ttl
+// (rounded up to the millisecond); a refusal changes nothing and reports the
+// counter as it is.
+func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	if err := s.usable(); err != nil {
+		return false, 0, err
+	}
+	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+		return false, 0, err
+	}
+	ms := int64(ceilMillis(ttl) / time.Millisecond)
+	n, err := slotAcquireScript.Run(ctx, s.client, []string{s.keys.key(key, nsSlot)}, limit, ms).Int64()
+	if err != nil {
+		return false, 0, failed("AcquireSlot", err)
+	}
+	if n < 0 {
+		return false, -n - 1, nil
+	}
+	return true, n, nil
+}
+
+// ReleaseSlot decrements the plain counter at key, clamped to zero; see
+// pace.Store.ReleaseSlot. The counter keeps its TTL; at zero its key is
+// deleted.
+func (s *Store) ReleaseSlot(ctx context.Context, key string) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := slotReleaseScript.Run(ctx, s.client, []string{s.keys.key(key, nsSlot)}).Err(); err != nil {
+		return failed("ReleaseSlot", err)
+	}
+	return nil
+}
+
+// RefreshSlot sets the idle TTL of the plain counter at key to ttl (rounded
+// up to the millisecond); see pace.Store.RefreshSlot. An absent counter stays
+// absent.
+func (s *Store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateRefresh(key, ttl); err != nil {
+		return err
+	}
+	if err := s.client.PExpire(ctx, s.keys.key(key, nsSlot), ceilMillis(ttl)).Err(); err != nil {
+		return failed("RefreshSlot", err)
+	}
+	return nil
+}
+
+// AcquireSlotBurst reserves one slot under the burst model; see
+// pace.Store.AcquireSlotBurst and pace.AdmitBurst, whose arithmetic the
+// script repeats at the server's time. The slot's key expires at its
+// ReclaimAt.
+func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+	if err := s.usable(); err != nil {
+		return false, 0, err
+	}
+	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+		return false, 0, err
+	}
+	n, err := s.burst(ctx, "a", key, sustained, ceiling, burstBudget, ttl)
+	if err != nil {
+		return false, 0, failed("AcquireSlotBurst", err)
+	}
+	if n < 0 {
+		return false, -n - 1, nil
+	}
+	return true, n, nil
+}
+
+// ReleaseSlotBurst releases one connection of the burst slot at key after
+// charging the elapsed time; see pace.Store.ReleaseSlotBurst and
+// pace.ReleaseBurst. An absent slot stays absent.
+func (s *Store) ReleaseSlotBurst(ctx context.Context, key string) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if _, err := s.burst(ctx, "r", key, 0, 0, 0, 0); err != nil {
+		return failed("ReleaseSlotBurst", err)
+	}
+	return nil
+}
+
+// RefreshSlotBurst charges the elapsed time and extends the idle TTL of the
+// burst slot at key; see pace.Store.RefreshSlotBurst and pace.RefreshBurst.
+// An absent or expired slot is not resurrected.
+func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateRefresh(key, ttl); err != nil {
+		return err
+	}
+	if _, err := s.burst(ctx, "f", key, 0, 0, 0, ttl); err != nil {
+		return failed("RefreshSlotBurst", err)
+	}
+	return nil
+}
+
+// burst runs burstScript on the burst key of key.
+func (s *Store) burst(ctx context.Context, op, key string, sustained, ceiling int64, budget, ttl time.Duration) (int64, error) {
+	ts, tn := split(ttl)
+	args := s.withNow(op, sustained, ceiling, int64(budget), ts, tn)
+	return burstScript.Run(ctx, s.client, []string{s.keys.key(key, nsBurst)}, args...).Int64()
+}
+
+// Get returns the value at key; see pace.Store.Get. The result is the
+// caller's own slice.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	v, err := s.client.Get(ctx, s.keys.key(key, nsValue)).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, pace.ErrNotFound
+	case err != nil:
+		return nil, failed("Get", err)
+	}
+	return v, nil
+}
+
+// Set writes value at key; see pace.Store.Set. ttl is rounded up to the
+// millisecond; ttl 0 means the value never expires (the only key of the
+// Store without an expiry).
+func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := pace.ValidateTTL(ttl); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	if err := s.client.Set(ctx, s.keys.key(key, nsValue), value, ceilMillis(ttl)).Err(); err != nil {
+		return failed("Set", err)
+	}
+	return nil
+}
+
+// Delete removes key from all four namespaces in one script; see
+// pace.Store.Delete.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := deleteScript.Run(ctx, s.client, s.keys.all(key)).Err(); err != nil {
+		return failed("Delete", err)
+	}
+	return nil
+}
+
+// Close marks the Store closed: every later call returns an error wrapping
+// pace.ErrClosed. It is idempotent, starts and stops no goroutine, and does
+// not close the client, which belongs to the caller.
+func (s *Store) Close(ctx context.Context) error {
+	s.closed.Store(true)
+	return nil
+}

@@ -1,0 +1,206 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestContract runs the pace.Store contract suite against the Redis server,
+// in real time (the server's clock cannot be moved).
+func TestContract(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T) pace.Store {
+		return New(c, WithPrefix(testPrefix(t, c)))
+	})
+}
+
+// TestContractCluster runs the contract suite on a Redis Cluster of three
+// masters that the test starts: every script's keys must share a hash slot,
+// or the server answers CROSSSLOT.
+func TestContractCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	addrs := startCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+}
+
+// TestContractRing runs the contract suite on a Ring of two servers that the
+// test starts.
+func TestContractRing(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+}
+
+// hashTag is the part of key that Redis Cluster (and a go-redis Ring)
+// hashes: the text between the first "{" and the first "}" after it, when
+// that is not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+func TestKeysShareHashSlot(t *testing.T) {
+	users := []string{"k", "user:42", "}", "}x", `\`, `\}`, `\\`, "{", "{}", "a}b", "{a}", "a{b}c", "\x00\xff", strings.Repeat("z", pace.MaxKeyLen)}
+	for _, prefix := range []string{DefaultPrefix, "", "app{1}:", "app{", "x}y"} {
+		kb := keyer{prefix: prefix}
+		if err := checkPrefix(prefix); err != nil {
+			t.Fatalf("checkPrefix(%q) = %v; want nil", prefix, err)
+		}
+		seen := map[string]string{}
+		for _, u := range users {
+			all := kb.all(u)
+			tag := hashTag(all[0])
+			for i, ns := range []string{nsBucket, nsSlot, nsBurst, nsValue} {
+				if all[i] != kb.key(u, ns) {
+					t.Errorf("prefix %q: all(%q)[%d] = %q; want key(%q, %q) = %q", prefix, u, i, all[i], u, ns, kb.key(u, ns))
+				}
+				if got := hashTag(all[i]); got != tag || got == all[i] {
+					t.Errorf("prefix %q: key %q hashes %q; want the shared tag %q, not the whole key", prefix, all[i], got, tag)
+				}
+				if other, dup := seen[all[i]]; dup {
+					t.Errorf("prefix %q: user keys %q and %q map to the same key %q", prefix, other, u, all[i])
+				}
+				seen[all[i]] = u
+			}
+		}
+	}
+	if got := (keyer{prefix: DefaultPrefix}).key("user:42", nsBucket); got != "pace:{user:42}:b" {
+		t.Errorf(`key("user:42", bucket) = %q; want "pace:{user:42}:b"`, got)
+	}
+}
+
+// TestInvalidConfiguration checks that a nil client or a prefix that would
+// scatter a key's namespaces makes every method fail with
+// ErrInvalidArgument, without a panic.
+func TestInvalidConfiguration(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { c.Close() })
+	for name, s := range map[string]*Store{
+		"nil client":  New(nil),
+		"prefix a{}:": New(c, WithPrefix("a{}:")),
+	} {
+		ctx := context.Background()
+		_, _, err1 := s.TokenBucket(ctx, "k", 1, 1, 1)
+		_, _, err2 := s.AcquireSlot(ctx, "k", 1, time.Second)
+		_, _, err3 := s.AcquireSlotBurst(ctx, "k", 1, 1, time.Second, time.Second)
+		_, err4 := s.Get(ctx, "k")
+		errs := []error{err1, err2, err3, err4,
+			s.ReleaseSlot(ctx, "k"), s.RefreshSlot(ctx, "k", time.Second),
+			s.ReleaseSlotBurst(ctx, "k"), s.RefreshSlotBurst(ctx, "k", time.Second),
+			s.Set(ctx, "k", nil, 0), s.Delete(ctx, "k")}
+		for i, err := range errs {
+			if !errors.Is(err, pace.ErrInvalidArgument) {
+				t.Errorf("%s: call %d = %v; want an error wrapping ErrInvalidArgument", name, i, err)
+			}
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("%s: Close = %v", name, err)
+		}
+	}
+}
+
+// TestEveryKeyExpires checks the expiry of each namespace's key right after
+// a write: a bucket at its TAT, a slot at its TTL, a burst slot at its
+// ReclaimAt, a value at its TTL, and a value with ttl 0 never.
+func TestEveryKeyExpires(t *testing.T) {
+	s, c := newTestStore(t)
+	ctx := context.Background()
+	pttl := func(key string) time.Duration {
+		t.Helper()
+		d, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	within := func(what string, got, lo, hi time.Duration) {
+		t.Helper()
+		if got < lo || got > hi {
+			t.Errorf("%s: PTTL %v; want within [%v, %v]", what, got, lo, hi)
+		}
+	}
+	// 1 token per second, capacity 10: three takes leave a TAT 3 s ahead.
+	for range 3 {
+		if ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1); !ok || err != nil {
+			t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
+		}
+	}
+	within("bucket after 3 takes at 1/s", pttl(s.keys.key("k", nsBucket)), 2*time.Second, 3*time.Second+time.Millisecond)
+
+	if ok, _, err := s.AcquireSlot(ctx, "k", 5, 90*time.Second); !ok || err != nil {
+		t.Fatalf("AcquireSlot = %v, %v", ok, err)
+	}
+	within("slot with ttl 90s", pttl(s.keys.key("k", nsSlot)), 89*time.Second, 90*time.Second)
+	if err := s.RefreshSlot(ctx, "k", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	within("slot refreshed to 3m", pttl(s.keys.key("k", nsSlot)), 179*time.Second, 180*time.Second)
+
+	// At or below sustained with a full budget, ReclaimAt is the expiry.
+	if ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 4, time.Minute, 45*time.Second); !ok || err != nil {
+		t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
+	}
+	within("burst slot with ttl 45s", pttl(s.keys.key("k", nsBurst)), 44*time.Second, 45*time.Second+time.Millisecond)
+	// Above sustained it is kept two refill windows past the expiry.
+	for range 2 {
+		if ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 4, time.Minute, 45*time.Second); !ok || err != nil {
+			t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
+		}
+	}
+	within("burst slot above sustained", pttl(s.keys.key("k", nsBurst)), 2*pace.BurstRefillWindow+44*time.Second, 2*pace.BurstRefillWindow+45*time.Second+time.Millisecond)
+
+	if err := s.Set(ctx, "k2", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	within("value with ttl 1m", pttl(s.keys.key("k2", nsValue)), 59*time.Second, time.Minute)
+	if err := s.Set(ctx, "k3", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := pttl(s.keys.key("k3", nsValue)); got != -1 {
+		t.Errorf("value with ttl 0: PTTL %v; want -1 (no expiry)", got)
+	}
+}
+
+// TestScriptReloaded checks that the Store keeps working when the server has
+// lost its script cache (a restart, a failover, SCRIPT FLUSH): EVALSHA
+// answers NOSCRIPT and the script is sent again. It uses a server of its own
+// so as not to flush the scripts of other tests.
+func TestScriptReloaded(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	t.Cleanup(func() { c.Close() })
+	s := New(c)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ok, n, err := s.AcquireSlot(ctx, "k", 5, time.Minute)
+		if !ok || n != int64(i+1) || err != nil {
+			t.Fatalf("AcquireSlot after SCRIPT FLUSH = %v, %d, %v; want true, %d, nil", ok, n, err, i+1)
+		}
+		exists, err := bucketScript.Exists(ctx, c).Result()
+		if err != nil || exists[0] {
+			t.Fatalf("bucket script cached = %v, %v before its first use; want false", exists, err)
+		}
+		if ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1); ok != (i == 0) || err != nil {
+			t.Fatalf("TokenBucket after SCRIPT FLUSH = %v, %v; want %v, nil", ok, err, i == 0)
+		}
+	}
+}
