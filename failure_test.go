@@ -11,19 +11,21 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/memory"
+	"github.com/ratepace/pace/storetest"
 )
 
-// errBackend stands for a backend that is down.
-var errBackend = errors.New("backend: connection refused")
+// errBackendDown stands for a backend that is down.
+var errBackendDown = errors.New("backend: connection refused")
 
-// scriptStore is a Store whose every method returns err (nil: an allowed or
+// failingStore is a Store whose every method returns err (nil: an allowed or
 // acquired decision with fixed values), and counts the calls that reached it.
-type scriptStore struct {
+type failingStore struct {
 	err   error
 	calls atomic.Int64
 }
 
-func (s *scriptStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+func (s *failingStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
 	s.calls.Add(1)
 	if s.err != nil {
 		return false, 0, s.err
@@ -31,7 +33,7 @@ func (s *scriptStore) TokenBucket(ctx context.Context, key string, capacity, ref
 	return false, 7 * time.Millisecond, nil
 }
 
-func (s *scriptStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+func (s *failingStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
 	s.calls.Add(1)
 	if s.err != nil {
 		return false, 0, s.err
@@ -39,7 +41,7 @@ func (s *scriptStore) AcquireSlot(ctx context.Context, key string, limit int64, 
 	return true, 1, nil
 }
 
-func (s *scriptStore) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
+func (s *failingStore) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, burstBudget, ttl time.Duration) (bool, int64, error) {
 	s.calls.Add(1)
 	if s.err != nil {
 		return false, 0, s.err
@@ -47,27 +49,27 @@ func (s *scriptStore) AcquireSlotBurst(ctx context.Context, key string, sustaine
 	return false, 2, nil
 }
 
-func (s *scriptStore) ReleaseSlot(ctx context.Context, key string) error {
+func (s *failingStore) ReleaseSlot(ctx context.Context, key string) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+func (s *failingStore) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) ReleaseSlotBurst(ctx context.Context, key string) error {
+func (s *failingStore) ReleaseSlotBurst(ctx context.Context, key string) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+func (s *failingStore) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) Get(ctx context.Context, key string) ([]byte, error) {
+func (s *failingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	s.calls.Add(1)
 	if s.err != nil {
 		return nil, s.err
@@ -75,30 +77,30 @@ func (s *scriptStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return []byte("v"), nil
 }
 
-func (s *scriptStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+func (s *failingStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) Delete(ctx context.Context, key string) error {
+func (s *failingStore) Delete(ctx context.Context, key string) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *scriptStore) Close(ctx context.Context) error {
+func (s *failingStore) Close(ctx context.Context) error {
 	s.calls.Add(1)
 	return nil
 }
 
-// blockStore blocks every decision until its context is done, then returns
+// hangingStore blocks every decision until its context is done, then returns
 // the context's error, as a backend that has stopped answering does. It
 // sends the deadline it was given on deadlines, if not nil.
-type blockStore struct {
-	scriptStore
+type hangingStore struct {
+	failingStore
 	deadlines chan<- time.Time
 }
 
-func (s *blockStore) wait(ctx context.Context) error {
+func (s *hangingStore) wait(ctx context.Context) error {
 	d, ok := ctx.Deadline()
 	if s.deadlines != nil {
 		if !ok {
@@ -110,15 +112,15 @@ func (s *blockStore) wait(ctx context.Context) error {
 	return fmt.Errorf("backend: %w", ctx.Err())
 }
 
-func (s *blockStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+func (s *hangingStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
 	return false, 0, s.wait(ctx)
 }
 
-func (s *blockStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+func (s *hangingStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
 	return false, 0, s.wait(ctx)
 }
 
-func (s *blockStore) Get(ctx context.Context, key string) ([]byte, error) {
+func (s *hangingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return nil, s.wait(ctx)
 }
 
@@ -129,19 +131,19 @@ type hookCall struct {
 	allowed bool
 }
 
-// recorder is a FailureHook that records its calls.
-type recorder struct {
+// hookRecorder is a FailureHook that records its calls.
+type hookRecorder struct {
 	mu    sync.Mutex
 	calls []hookCall
 }
 
-func (r *recorder) hook(op string, err error, allowed bool) {
+func (r *hookRecorder) hook(op string, err error, allowed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, hookCall{op, err, allowed})
 }
 
-func (r *recorder) take() []hookCall {
+func (r *hookRecorder) take() []hookCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.calls
@@ -158,60 +160,60 @@ func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout
 	return f
 }
 
-// decision is the outcome of one of the three deciding methods.
-type decision struct {
+// policyDecision is the outcome of one of the three deciding methods.
+type policyDecision struct {
 	allowed bool
 	n       int64 // retryAfter for TokenBucket, current for the slots
 	err     error
 }
 
-// decisions calls each deciding method once with valid arguments.
-var decisions = []struct {
+// policyDecisions calls each deciding method once with valid arguments.
+var policyDecisions = []struct {
 	op   string
-	call func(pace.Store) decision
+	call func(pace.Store) policyDecision
 }{
-	{"TokenBucket", func(s pace.Store) decision {
+	{"TokenBucket", func(s pace.Store) policyDecision {
 		ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
-		return decision{ok, int64(d), err}
+		return policyDecision{ok, int64(d), err}
 	}},
-	{"AcquireSlot", func(s pace.Store) decision {
+	{"AcquireSlot", func(s pace.Store) policyDecision {
 		ok, n, err := s.AcquireSlot(context.Background(), "k", 3, time.Minute)
-		return decision{ok, n, err}
+		return policyDecision{ok, n, err}
 	}},
-	{"AcquireSlotBurst", func(s pace.Store) decision {
+	{"AcquireSlotBurst", func(s pace.Store) policyDecision {
 		ok, n, err := s.AcquireSlotBurst(context.Background(), "k", 4, 6, time.Minute, time.Minute)
-		return decision{ok, n, err}
+		return policyDecision{ok, n, err}
 	}},
 }
 
 func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 	for _, tc := range []struct {
 		policy pace.FailurePolicy
-		want   map[string]decision
+		want   map[string]policyDecision
 	}{
-		{pace.FailOpen, map[string]decision{
+		{pace.FailOpen, map[string]policyDecision{
 			"TokenBucket":      {true, 0, nil},
 			"AcquireSlot":      {true, 0, nil},
 			"AcquireSlotBurst": {true, 0, nil},
 		}},
-		{pace.FailClosed, map[string]decision{
+		{pace.FailClosed, map[string]policyDecision{
 			"TokenBucket":      {false, int64(3 * time.Second), nil},
 			"AcquireSlot":      {false, 3, nil},
 			"AcquireSlotBurst": {false, 6, nil},
 		}},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			var rec recorder
-			backend := &scriptStore{err: errBackend}
+			var rec hookRecorder
+			backend := &failingStore{err: errBackendDown}
 			s := mustFailurePolicy(t, backend, tc.policy, 0,
 				pace.OnFailure(rec.hook), pace.FailClosedRetryAfter(3*time.Second))
-			for _, d := range decisions {
+			for _, d := range policyDecisions {
 				got := d.call(s)
 				if want := tc.want[d.op]; got != want {
 					t.Errorf("%s on a failing backend = %v; want %v", d.op, got, want)
 				}
 				calls := rec.take()
-				want := []hookCall{{d.op, errBackend, tc.policy == pace.FailOpen}}
+				want := []hookCall{{d.op, errBackendDown, tc.policy == pace.FailOpen}}
 				if len(calls) != 1 || calls[0] != want[0] {
 					t.Errorf("%s: hook calls %v; want %v", d.op, calls, want)
 				}
@@ -224,7 +226,7 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 }
 
 func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
-	s := mustFailurePolicy(t, &scriptStore{err: errBackend}, pace.FailClosed, 0)
+	s := mustFailurePolicy(t, &failingStore{err: errBackendDown}, pace.FailClosed, 0)
 	ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
 	if ok || d != pace.DefaultFailClosedRetryAfter || err != nil {
 		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, pace.DefaultFailClosedRetryAfter)
@@ -233,14 +235,14 @@ func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
 
 func TestFailurePolicyPassesHealthyDecisions(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
-		var rec recorder
-		s := mustFailurePolicy(t, &scriptStore{}, p, time.Minute, pace.OnFailure(rec.hook))
-		want := map[string]decision{
+		var rec hookRecorder
+		s := mustFailurePolicy(t, &failingStore{}, p, time.Minute, pace.OnFailure(rec.hook))
+		want := map[string]policyDecision{
 			"TokenBucket":      {false, int64(7 * time.Millisecond), nil},
 			"AcquireSlot":      {true, 1, nil},
 			"AcquireSlotBurst": {false, 2, nil},
 		}
-		for _, d := range decisions {
+		for _, d := range policyDecisions {
 			if got := d.call(s); got != want[d.op] {
 				t.Errorf("%v: %s on a healthy backend = %v; want %v", p, d.op, got, want[d.op])
 			}
@@ -258,9 +260,9 @@ func TestFailurePolicyPassesErrors(t *testing.T) {
 	backendClosed := fmt.Errorf("backend says: %w", pace.ErrClosed)
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		for _, berr := range []error{backendInvalid, backendClosed} {
-			var rec recorder
-			s := mustFailurePolicy(t, &scriptStore{err: berr}, p, 0, pace.OnFailure(rec.hook))
-			for _, d := range decisions {
+			var rec hookRecorder
+			s := mustFailurePolicy(t, &failingStore{err: berr}, p, 0, pace.OnFailure(rec.hook))
+			for _, d := range policyDecisions {
 				if got := d.call(s); !errors.Is(got.err, berr) || got.allowed {
 					t.Errorf("%v: %s with backend error %q = %v; want not allowed, that error", p, d.op, berr, got)
 				}
@@ -274,8 +276,8 @@ func TestFailurePolicyPassesErrors(t *testing.T) {
 
 func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 	ctx := context.Background()
-	var rec recorder
-	backend := &scriptStore{err: errBackend}
+	var rec hookRecorder
+	backend := &failingStore{err: errBackendDown}
 	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
 	for name, call := range map[string]func() (bool, error){
 		"TokenBucket NaN capacity": func() (bool, error) {
@@ -320,8 +322,8 @@ func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 }
 
 func TestFailurePolicyCallerCancel(t *testing.T) {
-	var rec recorder
-	s := mustFailurePolicy(t, &blockStore{}, pace.FailOpen, time.Hour, pace.OnFailure(rec.hook))
+	var rec hookRecorder
+	s := mustFailurePolicy(t, &hangingStore{}, pace.FailOpen, time.Hour, pace.OnFailure(rec.hook))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1)
@@ -340,9 +342,9 @@ func TestFailurePolicyCallerCancel(t *testing.T) {
 func TestFailurePolicyTimeout(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
-		var rec recorder
+		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
-		s := mustFailurePolicy(t, &blockStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
 		start := time.Now()
 		ok, _, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
 		if ok != (p == pace.FailOpen) || err != nil {
@@ -360,7 +362,7 @@ func TestFailurePolicyTimeout(t *testing.T) {
 			t.Errorf("%v: hook calls %v; want one with context.DeadlineExceeded", p, calls)
 		}
 
-		// Methods without a decision get the timeout and return its error.
+		// Methods without a policyDecision get the timeout and return its error.
 		if _, err := s.Get(context.Background(), "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%v: Get on a hung backend = %v; want context.DeadlineExceeded", p, err)
 		}
@@ -375,7 +377,7 @@ func TestFailurePolicyTimeout(t *testing.T) {
 
 func TestFailurePolicyZeroTimeoutAddsNoDeadline(t *testing.T) {
 	deadlines := make(chan time.Time, 1)
-	s := mustFailurePolicy(t, &blockStore{deadlines: deadlines}, pace.FailOpen, 0)
+	s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, pace.FailOpen, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
@@ -394,8 +396,8 @@ func TestFailurePolicyZeroTimeoutAddsNoDeadline(t *testing.T) {
 func TestFailurePolicyPassThroughMethods(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
-		var rec recorder
-		backend := &scriptStore{err: errBackend}
+		var rec hookRecorder
+		backend := &failingStore{err: errBackendDown}
 		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
 		_, getErr := s.Get(ctx, "k")
 		for name, err := range map[string]error{
@@ -407,23 +409,23 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 			"Set":              s.Set(ctx, "k", []byte("v"), 0),
 			"Delete":           s.Delete(ctx, "k"),
 		} {
-			if !errors.Is(err, errBackend) {
-				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackend)
+			if !errors.Is(err, errBackendDown) {
+				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackendDown)
 			}
 		}
 		if n := backend.calls.Load(); n != 7 {
 			t.Errorf("%v: backend calls = %d; want 7", p, n)
 		}
 		if calls := rec.take(); len(calls) != 0 {
-			t.Errorf("%v: hook calls for methods without a decision: %v", p, calls)
+			t.Errorf("%v: hook calls for methods without a policyDecision: %v", p, calls)
 		}
 	}
 }
 
 func TestFailurePolicyClose(t *testing.T) {
 	ctx := context.Background()
-	var rec recorder
-	backend := &scriptStore{err: errBackend}
+	var rec hookRecorder
+	backend := &failingStore{err: errBackendDown}
 	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close = %v", err)
@@ -432,7 +434,7 @@ func TestFailurePolicyClose(t *testing.T) {
 		t.Fatalf("second Close = %v", err)
 	}
 	before := backend.calls.Load()
-	for _, d := range decisions {
+	for _, d := range policyDecisions {
 		if got := d.call(s); got.allowed || !errors.Is(got.err, pace.ErrClosed) {
 			t.Errorf("%s after Close under FailOpen = %v; want not allowed, ErrClosed", d.op, got)
 		}
@@ -452,7 +454,7 @@ func TestFailurePolicyClose(t *testing.T) {
 }
 
 func TestWithFailurePolicyInvalid(t *testing.T) {
-	ok := &scriptStore{}
+	ok := &failingStore{}
 	for name, tc := range map[string]struct {
 		s       pace.Store
 		p       pace.FailurePolicy
@@ -485,9 +487,45 @@ func TestFailurePolicyString(t *testing.T) {
 	}
 }
 
+// TestFailurePolicyContract runs the Store contract on the wrapper over a
+// healthy memory store, under each policy: with nothing failing, the wrapper
+// must be invisible.
+func TestFailurePolicyContract(t *testing.T) {
+	t.Run("FailOpen", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) pace.Store {
+			return mustFailurePolicy(t, memory.New(), pace.FailOpen, time.Minute)
+		})
+	})
+	t.Run("FailClosedFakeClock", func(t *testing.T) {
+		clk := &policyClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		storetest.Run(t, func(t *testing.T) pace.Store {
+			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.now)), pace.FailClosed, 0)
+		}, storetest.WithClock(clk.advance))
+	})
+}
+
+// policyClock is a fake clock that moves only when told, safe for concurrent
+// use.
+type policyClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *policyClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *policyClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func ExampleWithFailurePolicy() {
 	// down stands for a Redis or PostgreSQL store whose server is gone.
-	down := &scriptStore{err: errBackend}
+	down := &failingStore{err: errBackendDown}
 	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond,
 		pace.OnFailure(func(op string, err error, allowed bool) {
 			fmt.Printf("%s decided allowed=%v without the backend: %v\n", op, allowed, err)

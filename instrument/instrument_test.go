@@ -14,6 +14,8 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/instrument"
+	"github.com/ratepace/pace/memory"
+	"github.com/ratepace/pace/storetest"
 )
 
 var errBackend = errors.New("backend: connection refused")
@@ -360,6 +362,71 @@ func TestWrapUnexpectedError(t *testing.T) {
 	}
 	if got["token_bucket/error"] != 1 || got["close/error"] != 2 || got["close/ok"] != 0 {
 		t.Errorf("token_bucket/error %v, close/error %v, close/ok %v; want 1, 2, 0", got["token_bucket/error"], got["close/error"], got["close/ok"])
+	}
+}
+
+// TestWrapContract runs the Store contract on a wrapped memory store: the
+// wrapper must be invisible but for its metrics.
+func TestWrapContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) pace.Store {
+		s, err := instrument.Wrap(memory.New(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatalf("Wrap(memory.New()): %v", err)
+		}
+		return s
+	})
+}
+
+// TestStackContract runs the contract on the recommended stack, the failure
+// policy over an instrumented memory store, on a fake clock, and checks that
+// the metrics saw the suite's calls and that no failure was decided.
+func TestStackContract(t *testing.T) {
+	clk := &fixedClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var regs []*prometheus.Registry // one per store: the suite makes many
+	storetest.Run(t, func(t *testing.T) pace.Store {
+		reg := prometheus.NewPedanticRegistry()
+		regs = append(regs, reg)
+		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.now)), reg)
+		if err != nil {
+			t.Fatalf("Wrap: %v", err)
+		}
+		hook, err := instrument.FailureHook(reg)
+		if err != nil {
+			t.Fatalf("FailureHook: %v", err)
+		}
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.OnFailure(hook))
+		if err != nil {
+			t.Fatalf("WithFailurePolicy: %v", err)
+		}
+		return s
+	}, storetest.WithClock(clk.add))
+	if len(regs) == 0 {
+		t.Fatal("the suite made no store")
+	}
+	for i, reg := range regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				sums[mf.GetName()] += m.GetCounter().GetValue()
+			}
+		}
+		if sums["pace_store_operations_total"] < 1 {
+			t.Errorf("store %d: no operation counted", i)
+		}
+		if n := sums["pace_store_failure_decisions_total"]; n != 0 {
+			t.Errorf("store %d: %v failure decisions on a healthy memory store; want 0", i, n)
+		}
+	}
+	problems, err := testutil.GatherAndLint(regs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }
 
