@@ -117,25 +117,14 @@ BEGIN
 END
 $$;
 
--- burst_reclaim is pace.(*BurstSlotState).ReclaimAt.
+-- burst_reclaim is pace.(*BurstSlotState).ReclaimAt: the last activity or
+-- the expiry, whichever is later, plus two refill windows when the budget
+-- has a deficit or the slot is above sustained.
 CREATE OR REPLACE FUNCTION @schema@.burst_reclaim(st @schema@.bursts) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	v_at bigint;
-	v_deficit bigint := st.budget - st.remaining;
-BEGIN
-	IF st.live > st.sustained THEN
-		RETURN @schema@.sat_add(st.expires, 3600000000000);
-	END IF;
-	v_at := st.assessed;
-	IF v_deficit > 0 THEN
-		v_at := v_at + ceil(v_deficit::float8 * 3600000000000::float8 / st.budget::float8)::bigint;
-	END IF;
-	IF st.live > 0 AND st.expires > v_at THEN
-		v_at := st.expires;
-	END IF;
-	RETURN v_at;
-END
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN st.remaining < st.budget OR st.live > st.sustained
+		THEN @schema@.sat_add(at, 2 * 3600000000000) ELSE at END
+	FROM (SELECT CASE WHEN st.live > 0 AND st.expires > st.assessed THEN st.expires ELSE st.assessed END AS at) AS a
 $$;
 
 -- take is one GCRA step (pace.Bucket.Take) with the shape computed in Go.
