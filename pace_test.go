@@ -183,8 +183,8 @@ func TestNotNeedlesslyConservative(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, rate := range []float64{0.7, 1, 3, 7.5, 20, 333} {
 		p, c := newPaceT(t, rate)
-		mean := time.Duration(float64(time.Second) / rate / 500)
-		run := time.Duration(float64(time.Second) * 2000 / rate)
+		mean := time.Duration(float64(time.Second) / rate / 200)
+		run := time.Duration(float64(time.Second) * 1000 / rate)
 		admitted := 0
 		for c.Elapsed() < run {
 			if p.Allow("k") {
