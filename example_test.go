@@ -1,0 +1,90 @@
+package pace_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// A token endpoint reserves one exchange from the claimed client id before it
+// checks the secret, and returns it when the secret is wrong: a forger naming
+// someone else's id spends none of that client's pace.
+func Example() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := pace.New(2, pace.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	exchange := func(id, secret string) string {
+		res := p.Reserve(id)
+		if !res.OK() {
+			return fmt.Sprintf("429, retry after %v", res.RetryAfter())
+		}
+		if secret != "right" {
+			res.Return()
+			return "401"
+		}
+		return fmt.Sprintf("200, %d left", res.Remaining())
+	}
+	for range 100 {
+		exchange("app-1", "guess") // the forger
+	}
+	fmt.Println(exchange("app-1", "right"))
+	fmt.Println(exchange("app-1", "right"))
+	fmt.Println(exchange("app-1", "right"))
+	now = now.Add(500 * time.Millisecond)
+	fmt.Println(exchange("app-1", "right"))
+	fmt.Println("rows:", p.Len())
+	// Output:
+	// 200, 1 left
+	// 200, 0 left
+	// 429, retry after 500ms
+	// 200, 0 left
+	// rows: 1
+}
+
+// Allow is the per-source mode: every request that reached it spends.
+func ExamplePace_Allow() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, _ := pace.New(3, pace.WithClock(func() time.Time { return now }))
+	for i := range 5 {
+		fmt.Println(i, p.Allow("203.0.113.7"))
+	}
+	// Output:
+	// 0 true
+	// 1 true
+	// 2 true
+	// 3 false
+	// 4 false
+}
+
+// A reservation returned on a key never seen before leaves no row: memory is
+// bounded by the keys that exchanged, not by the keys that were named.
+func ExampleReservation_Return() {
+	p, _ := pace.New(20)
+	for i := range 1000 {
+		res := p.Reserve(fmt.Sprintf("made-up-%d", i))
+		res.Return()
+	}
+	fmt.Println(p.Len())
+	// Output: 0
+}
+
+// Bucket is the arithmetic every backend shares: pure functions of an
+// arrival time and a now.
+func ExampleBucket() {
+	b, _ := pace.NewBucket(10, 5, 4) // 10 tokens, 5 per second, 4 per take
+	var tat time.Duration            // zero: a full bucket at time zero
+	for i := range 3 {
+		next, wait, ok := b.Take(tat, 0)
+		fmt.Println(i, ok, wait)
+		if ok {
+			tat = next
+		}
+	}
+	// Output:
+	// 0 true 0s
+	// 1 true 0s
+	// 2 false 400ms
+}
