@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,8 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,6 +133,39 @@ func (c *cluster) kill() {
 		c.t.Fatal(err)
 	}
 	c.started = false
+}
+
+// signal sends sig to the server's postmaster and every process it forked
+// (its backends and auxiliary processes), all started by this test.
+func (c *cluster) signal(sig syscall.Signal) {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.data(), "postmaster.pid"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		c.t.Fatalf("postmaster.pid: %v", err)
+	}
+	pids := []int{pm}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...; comm may contain spaces and parentheses.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, sig)
+	}
 }
 
 func (c *cluster) url() string {
@@ -335,5 +371,47 @@ func TestFaults(t *testing.T) {
 	}
 	if got := admitted.Load(); got != 5 {
 		t.Fatalf("after restart 20 callers got %d of 5 slots", got)
+	}
+
+	// A frozen server (every process stopped, connections open): calls
+	// return at their context deadline.
+	c.signal(syscall.SIGSTOP)
+	frozen := func() {
+		defer c.signal(syscall.SIGCONT)
+		var fg sync.WaitGroup
+		for i := range 4 {
+			fg.Add(1)
+			go func() {
+				defer fg.Done()
+				opCtx, cancel := context.WithTimeout(ctx, deadline)
+				defer cancel()
+				start := time.Now()
+				_, _, err := s.TokenBucket(opCtx, fmt.Sprintf("frozen-%d", i), 1, 1, 1)
+				took := time.Since(start)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("TokenBucket on a frozen server = %v, want an error wrapping context.DeadlineExceeded", err)
+				}
+				if took > deadline+margin {
+					t.Errorf("TokenBucket on a frozen server took %v, deadline %v", took, deadline)
+				}
+				t.Logf("frozen server: TokenBucket returned after %v: %v", took, err)
+			}()
+		}
+		fg.Wait()
+	}
+	frozen()
+	var thawed bool
+	for waited := time.Duration(0); waited < 30*time.Second; waited += 50 * time.Millisecond {
+		opCtx, cancel := context.WithTimeout(ctx, deadline)
+		_, _, err := s.TokenBucket(opCtx, "thawed", 1000, 1, 1)
+		cancel()
+		if err == nil {
+			thawed = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the server's processes resuming
+	}
+	if !thawed {
+		t.Fatalf("the store did not work again within 30s of thawing the server")
 	}
 }

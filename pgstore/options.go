@@ -10,9 +10,10 @@ import (
 type Option func(*config)
 
 type config struct {
-	schema   string
-	unlogged bool
-	sweep    int
+	schema     string
+	unlogged   bool
+	sweep      int
+	syncCommit bool
 }
 
 // Defaults, gathered in one place.
@@ -72,4 +73,21 @@ func WithUnlogged(on bool) Option {
 // negative n makes New fail with an error wrapping pace.ErrInvalidArgument.
 func WithSweepBatch(n int) Option {
 	return func(c *config) { c.sweep = n }
+}
+
+// WithSynchronousCommit sets whether each call waits for its transaction to
+// be flushed to disk (and to synchronous standbys) before returning.
+//
+// The default, false, makes every call set synchronous_commit = off for its
+// own transaction only (set_config(…, true) in the same statement): the
+// decision is visible to every other connection at once, so decisions stay
+// exact under concurrency, and a call costs no disk flush. What it gives up
+// is durability of the last moments before a server crash (up to three times
+// wal_writer_delay, 600 ms by default): after a crash those takes and
+// acquisitions are forgotten, leaving buckets slightly fuller and counters
+// slightly lower, which a rate limiter can afford. It cannot corrupt the
+// tables. true keeps the server's own synchronous_commit setting; expect
+// one WAL flush per call (about a millisecond on a typical disk).
+func WithSynchronousCommit(on bool) Option {
+	return func(c *config) { c.syncCommit = on }
 }

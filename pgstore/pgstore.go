@@ -56,6 +56,11 @@ var _ pace.Store = (*Store)(nil)
 // precision operations in the same order) agree with the Go reference to the
 // nanosecond. Expiry times are saturated at the largest int64 (year 2262).
 //
+// By default each call commits asynchronously (see WithSynchronousCommit):
+// its decision is visible to every other connection at once, but a server
+// crash may forget the last fraction of a second of decisions. WithUnlogged
+// trades more durability for speed.
+//
 // Keys are stored as their SHA-256 digest, so any key up to pace.MaxKeyLen
 // bytes fits, keys need not be valid UTF-8, and no client-supplied
 // identifier is stored in the clear; two keys share state only through a
@@ -112,22 +117,31 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err := install(ctx, pool, cfg, schema); err != nil {
 		return nil, fmt.Errorf("pgstore: installing schema %s: %w", schema, err)
 	}
-	r := strings.NewReplacer("@s@", schema)
+	// Every statement that writes ends with @c@: nothing, or a one-row
+	// function in FROM that turns off synchronous commit for the statement's
+	// own transaction (see WithSynchronousCommit).
+	// Statements that already have a FROM clause join it with @j@ instead.
+	async, join := "", ""
+	if !cfg.syncCommit {
+		async = " FROM set_config('synchronous_commit', 'off', true)"
+		join = ", set_config('synchronous_commit', 'off', true)"
+	}
+	r := strings.NewReplacer("@s@", schema, "@c@", async, "@j@", join)
 	s := &Store{
 		pool:  pool,
 		sweep: int32(min(cfg.sweep, 1<<30)),
 		q: queries{
-			take:         r.Replace(`SELECT allowed, wait FROM @s@.take($1, $2, $3, $4, $5)`),
-			acquireSlot:  r.Replace(`SELECT acquired, current FROM @s@.acquire_slot($1, $2, $3, $4, $5)`),
-			releaseSlot:  r.Replace(`SELECT @s@.release_slot($1, $2)`),
-			refreshSlot:  r.Replace(`SELECT @s@.refresh_slot($1, $2, $3)`),
-			acquireBurst: r.Replace(`SELECT acquired, current FROM @s@.acquire_burst($1, $2, $3, $4, $5, $6, $7)`),
-			releaseBurst: r.Replace(`SELECT @s@.release_burst($1, $2)`),
-			refreshBurst: r.Replace(`SELECT @s@.refresh_burst($1, $2, $3)`),
+			take:         r.Replace(`SELECT t.allowed, t.wait FROM @s@.take($1, $2, $3, $4, $5) AS t@j@`),
+			acquireSlot:  r.Replace(`SELECT a.acquired, a.current FROM @s@.acquire_slot($1, $2, $3, $4, $5) AS a@j@`),
+			releaseSlot:  r.Replace(`SELECT @s@.release_slot($1, $2)@c@`),
+			refreshSlot:  r.Replace(`SELECT @s@.refresh_slot($1, $2, $3)@c@`),
+			acquireBurst: r.Replace(`SELECT a.acquired, a.current FROM @s@.acquire_burst($1, $2, $3, $4, $5, $6, $7) AS a@j@`),
+			releaseBurst: r.Replace(`SELECT @s@.release_burst($1, $2)@c@`),
+			refreshBurst: r.Replace(`SELECT @s@.refresh_burst($1, $2, $3)@c@`),
 			get:          r.Replace(`SELECT value FROM @s@.vals WHERE key = $1 AND (expires IS NULL OR expires > coalesce($2, @s@.now_ns()))`),
-			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)`),
-			del:          r.Replace(`SELECT @s@.delete_key($1)`),
-			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)`),
+			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)@c@`),
+			del:          r.Replace(`SELECT @s@.delete_key($1)@c@`),
+			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)@c@`),
 		},
 	}
 	return s, nil

@@ -511,3 +511,39 @@ func TestContextCanceled(t *testing.T) {
 		t.Fatalf("TokenBucket(cancelled ctx) = %v, want context.Canceled", err)
 	}
 }
+
+// TestAsynchronousCommit checks that by default a call turns synchronous
+// commit off for its own transaction only, and that WithSynchronousCommit
+// leaves the server's setting alone.
+func TestAsynchronousCommit(t *testing.T) {
+	pool := newPool(t, 1) // one connection: every statement below shares it
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{{nil, "off"}, {[]Option{WithSynchronousCommit(true)}, "on"}} {
+		s, _ := newTestStore(t, pool, tc.opts...)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var allowed bool
+		var wait int64
+		if err := tx.QueryRow(ctx, s.q.take, digest("k"), int64(time.Second), int64(time.Second), nil, int32(1)).Scan(&allowed, &wait); err != nil || !allowed {
+			t.Fatalf("take = %v, %v", allowed, err)
+		}
+		var got string
+		if err := tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("synchronous_commit inside the call's transaction = %q, want %q", got, tc.want)
+		}
+		if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil || got != "on" {
+			t.Errorf("synchronous_commit after the transaction = %q, %v; want the session's on", got, err)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchKeys is the number of distinct keys the benchmarks spread their calls
+// over, so that they measure decisions on many rows, not one hot row.
+const benchKeys = 10000
+
+func benchKeySet(b *testing.B) []string {
+	b.Helper()
+	keys := make([]string, benchKeys)
+	seen := make(map[string]bool, benchKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+		seen[keys[i]] = true
+	}
+	if len(seen) != benchKeys {
+		b.Fatalf("%d distinct keys, want %d", len(seen), benchKeys)
+	}
+	return keys
+}
+
+// benchStore runs f as sub-benchmarks for three configurations (logged
+// tables with the default asynchronous commit, unlogged tables, and logged
+// tables with WithSynchronousCommit(true), one WAL flush per call) and for 1
+// and 16 concurrent callers. Each call of f decides once on one key.
+func benchStore(b *testing.B, f func(s *Store, ctx context.Context, key string) error) {
+	pool := newPool(b, 32)
+	keys := benchKeySet(b)
+	ctx := context.Background()
+	for _, tables := range []string{"logged", "unlogged", "synccommit"} {
+		s, _ := newTestStore(b, pool, WithUnlogged(tables == "unlogged"), WithSynchronousCommit(tables == "synccommit"))
+		// Warm every pooled connection (pgx prepares each statement once
+		// per connection) outside the timer.
+		done := make(chan error, 32)
+		for i := range 32 {
+			go func() { done <- f(s, ctx, keys[i]) }()
+		}
+		for range 32 {
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+		var next atomic.Uint64
+		b.Run(tables+"/callers=1", func(b *testing.B) {
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := f(s, ctx, keys[next.Add(1)%benchKeys]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+		b.Run(tables+"/callers=16", func(b *testing.B) {
+			// RunParallel starts parallelism × GOMAXPROCS goroutines.
+			procs := runtime.GOMAXPROCS(0)
+			b.SetParallelism((16 + procs - 1) / procs)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := f(s, ctx, keys[next.Add(1)%benchKeys]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
+
+// BenchmarkTokenBucket measures TokenBucket decisions (capacity 100, 100 per
+// second) over 10000 keys.
+func BenchmarkTokenBucket(b *testing.B) {
+	benchStore(b, func(s *Store, ctx context.Context, key string) error {
+		_, _, err := s.TokenBucket(ctx, key, 100, 100, 1)
+		return err
+	})
+}
+
+// BenchmarkAcquireSlotBurst measures AcquireSlotBurst decisions (sustained
+// 100, ceiling 200, one minute of budget and TTL) over 10000 keys.
+func BenchmarkAcquireSlotBurst(b *testing.B) {
+	benchStore(b, func(s *Store, ctx context.Context, key string) error {
+		_, _, err := s.AcquireSlotBurst(ctx, key, 100, 200, time.Minute, time.Minute)
+		return err
+	})
+}
