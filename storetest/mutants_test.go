@@ -1,0 +1,443 @@
+package storetest
+
+// The suite's own tests run it on deliberately broken stores and check that
+// it fails, and in the subtest that pins the broken behaviour. They cannot
+// hand the suite a *testing.T whose failures do not fail the test itself, so
+// the suite runs over the small interface tb: Run adapts a *testing.T to it,
+// and these tests adapt a recorder, which runs each subtest on a goroutine
+// of its own (so that Fatalf can end it with runtime.Goexit, as the testing
+// package does) and collects the failures.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/memory"
+)
+
+// recorder is a tb that records failures instead of reporting them.
+type recorder struct {
+	name     string
+	failures *failures
+
+	mu       sync.Mutex
+	failed   bool
+	cleanups []func()
+}
+
+type failures struct {
+	mu   sync.Mutex
+	msgs map[string][]string // by subtest name
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	r.failed = true
+	r.mu.Unlock()
+	r.failures.mu.Lock()
+	r.failures.msgs[r.name] = append(r.failures.msgs[r.name], fmt.Sprintf(format, args...))
+	r.failures.mu.Unlock()
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Cleanup(f func()) {
+	r.mu.Lock()
+	r.cleanups = append(r.cleanups, f)
+	r.mu.Unlock()
+}
+
+func (r *recorder) Parallel() {}
+
+func (r *recorder) Run(name string, f func(t tb)) bool {
+	c := &recorder{name: name, failures: r.failures}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			for i := len(c.cleanups) - 1; i >= 0; i-- {
+				c.cleanups[i]()
+			}
+		}()
+		f(c)
+	}()
+	<-done
+	if c.failed {
+		r.mu.Lock()
+		r.failed = true
+		r.mu.Unlock()
+	}
+	return !c.failed
+}
+
+// fakeClock is a clock that moves only when told, safe for concurrent use.
+type fakeClock struct{ ns atomic.Int64 }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (c *fakeClock) Now() time.Time          { return epoch.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// runRecorded runs the suite on the stores newStore makes from one fake
+// clock, and returns the failures by subtest.
+func runRecorded(newStore func(clk *fakeClock) pace.Store) map[string][]string {
+	clk := new(fakeClock)
+	f := &failures{msgs: make(map[string][]string)}
+	run(&recorder{name: "root", failures: f}, func(tb) pace.Store { return newStore(clk) }, WithClock(clk.Advance))
+	return f.msgs
+}
+
+func TestSuitePassesMemoryStore(t *testing.T) {
+	got := runRecorded(func(clk *fakeClock) pace.Store { return memory.New(memory.WithClock(clk.Now)) })
+	for name, msgs := range got {
+		t.Errorf("%s failed on the memory store: %s", name, strings.Join(msgs, "; "))
+	}
+}
+
+// TestSuiteCatchesBrokenStores runs the suite on stores that are each
+// broken in one way and checks that the subtest pinning that behaviour
+// fails.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			got := runRecorded(m.store)
+			if len(got) == 0 {
+				t.Fatalf("the suite passed a store with this bug: %s", m.bug)
+			}
+			if _, ok := got[m.caughtBy]; !ok {
+				t.Errorf("%s did not fail on a store with this bug: %s", m.caughtBy, m.bug)
+			}
+			names := make([]string, 0, len(got))
+			for name := range got {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			t.Logf("%s: caught by %s; first: %s", m.bug, strings.Join(names, ", "), got[m.caughtBy])
+		})
+	}
+}
+
+type mutant struct {
+	name     string
+	bug      string
+	caughtBy string // the subtest that must fail
+	store    func(clk *fakeClock) pace.Store
+}
+
+func mem(clk *fakeClock) *memory.Store { return memory.New(memory.WithClock(clk.Now)) }
+
+var mutants = []mutant{
+	{"ExtraToken", "TokenBucket admits one token more than the capacity", "TokenBucketAdmitsCapacity",
+		func(clk *fakeClock) pace.Store { return extraToken{mem(clk)} }},
+	{"IgnoresCost", "TokenBucket debits one token whatever the cost", "TokenBucketCost",
+		func(clk *fakeClock) pace.Store { return ignoresCost{mem(clk)} }},
+	{"RetryAfterZero", "TokenBucket reports retryAfter 0 on a refusal", "TokenBucketRetryAfter",
+		func(clk *fakeClock) pace.Store { return retryAfterZero{mem(clk)} }},
+	{"AcceptsZeroLimit", "AcquireSlot treats a limit below 1 as 1", "AcquireSlotInvalidArguments",
+		func(clk *fakeClock) pace.Store { return acceptsZeroLimit{mem(clk)} }},
+	{"ReleaseDoesNothing", "ReleaseSlot does nothing", "AcquireSlotLimit",
+		func(clk *fakeClock) pace.Store { return releaseNoop{mem(clk)} }},
+	{"RejectionIncrements", "a rejected AcquireSlot still increments the counter", "AcquireSlotRejectionLeavesCounter",
+		func(clk *fakeClock) pace.Store { return rejectionIncrements{mem(clk)} }},
+	{"NoCeiling", "AcquireSlotBurst admits past the ceiling", "AcquireSlotBurstCeiling",
+		func(clk *fakeClock) pace.Store { return noCeiling{mem(clk)} }},
+	{"BudgetNeverDrains", "elapsed time is never charged, so the burst budget never drains", "AcquireSlotBurstBudgetExhausted",
+		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{noCharge: true}) }},
+	{"ExpiryLaundersBudget", "an expired burst slot starts again with a full budget", "AcquireSlotBurstExpiryKeepsDebt",
+		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{launder: true}) }},
+	{"ReleaseDoesNotCharge", "ReleaseSlotBurst decrements without charging the time at the old count", "ReleaseSlotBurstChargesTime",
+		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{releaseNoCharge: true}) }},
+	{"RefreshResurrects", "RefreshSlotBurst extends an expired slot, bringing its holders back", "RefreshSlotBurstNoResurrection",
+		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{refreshResurrects: true}) }},
+	{"MissingTTL", "Set ignores its TTL", "SetTTLExpires",
+		func(clk *fakeClock) pace.Store { return missingTTL{mem(clk)} }},
+	{"GetAliases", "Get returns the same slice to every caller", "GetReturnsCopy",
+		func(clk *fakeClock) pace.Store { return newAliasing(mem(clk), false) }},
+	{"SetAliases", "Set keeps the caller's slice", "GetReturnsCopy",
+		func(clk *fakeClock) pace.Store { return newAliasing(mem(clk), true) }},
+	{"NilErrorOnMissingKey", "Get returns nil, nil for an absent key", "GetNotFound",
+		func(clk *fakeClock) pace.Store { return nilOnMissing{mem(clk)} }},
+	{"SlotNamespacesCollide", "plain slots are kept as burst slots under the same key", "NamespacesSeparate",
+		func(clk *fakeClock) pace.Store { return collide{mem(clk)} }},
+	{"DeleteKeepsBuckets", "Delete leaves the token bucket in place", "DeleteClearsAllNamespaces",
+		func(clk *fakeClock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
+	{"CloseDoesNothing", "Close does nothing", "Close",
+		func(clk *fakeClock) pace.Store { return closeNoop{mem(clk)} }},
+	{"IgnoresContext", "a canceled context is ignored", "ContextCanceled",
+		func(clk *fakeClock) pace.Store { return ignoresContext{mem(clk)} }},
+}
+
+type extraToken struct{ pace.Store }
+
+func (s extraToken) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	return s.Store.TokenBucket(ctx, key, capacity+1, rate, cost)
+}
+
+type ignoresCost struct{ pace.Store }
+
+func (s ignoresCost) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	if cost > 0 && cost <= capacity {
+		cost = 1
+	}
+	return s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+}
+
+type retryAfterZero struct{ pace.Store }
+
+func (s retryAfterZero) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	ok, _, err := s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	return ok, 0, err
+}
+
+type acceptsZeroLimit struct{ pace.Store }
+
+func (s acceptsZeroLimit) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	return s.Store.AcquireSlot(ctx, key, max(limit, 1), ttl)
+}
+
+type releaseNoop struct{ pace.Store }
+
+func (s releaseNoop) ReleaseSlot(ctx context.Context, key string) error { return pace.ValidateKey(key) }
+
+type rejectionIncrements struct{ pace.Store }
+
+func (s rejectionIncrements) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	ok, cur, err := s.Store.AcquireSlot(ctx, key, limit, ttl)
+	if err == nil && !ok {
+		_, _, _ = s.Store.AcquireSlot(ctx, key, cur+1, ttl) // the increment that was not rolled back
+	}
+	return ok, cur, err
+}
+
+type noCeiling struct{ pace.Store }
+
+func (s noCeiling) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, budget, ttl time.Duration) (bool, int64, error) {
+	ok, cur, err := s.Store.AcquireSlotBurst(ctx, key, sustained, ceiling, budget, ttl)
+	if err == nil && !ok && cur >= ceiling {
+		return true, cur + 1, nil
+	}
+	return ok, cur, err
+}
+
+type missingTTL struct{ pace.Store }
+
+func (s missingTTL) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if ttl < 0 {
+		return s.Store.Set(ctx, key, value, ttl)
+	}
+	return s.Store.Set(ctx, key, value, 0)
+}
+
+// aliasing keeps the bytes of each value itself, and returns them (or
+// stores the caller's) without copying; the wrapped store still decides
+// presence and expiry.
+type aliasing struct {
+	pace.Store
+	keepCallers bool
+	mu          sync.Mutex
+	values      map[string][]byte
+}
+
+func newAliasing(s pace.Store, keepCallers bool) *aliasing {
+	return &aliasing{Store: s, keepCallers: keepCallers, values: make(map[string][]byte)}
+}
+
+func (s *aliasing) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := s.Store.Set(ctx, key, value, ttl); err != nil {
+		return err
+	}
+	if !s.keepCallers {
+		value = slices.Clone(value)
+	}
+	s.mu.Lock()
+	s.values[key] = value
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *aliasing) Get(ctx context.Context, key string) ([]byte, error) {
+	if _, err := s.Store.Get(ctx, key); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keepCallers {
+		return slices.Clone(s.values[key]), nil
+	}
+	return s.values[key], nil
+}
+
+type nilOnMissing struct{ pace.Store }
+
+func (s nilOnMissing) Get(ctx context.Context, key string) ([]byte, error) {
+	v, err := s.Store.Get(ctx, key)
+	if err != nil && errors.Is(err, pace.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// collide keeps plain slots as burst slots with no budget, under the same
+// keys as the burst slots.
+type collide struct{ pace.Store }
+
+func (s collide) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	return s.Store.AcquireSlotBurst(ctx, key, limit, limit, 0, ttl)
+}
+func (s collide) ReleaseSlot(ctx context.Context, key string) error {
+	return s.Store.ReleaseSlotBurst(ctx, key)
+}
+func (s collide) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
+	return s.Store.RefreshSlotBurst(ctx, key, ttl)
+}
+
+// deleteKeepsBuckets keeps its buckets in a second store that Delete
+// forgets to clear.
+type deleteKeepsBuckets struct {
+	pace.Store
+	buckets pace.Store
+}
+
+func (s deleteKeepsBuckets) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	if _, _, err := s.Store.TokenBucket(ctx, key, capacity, rate, 0); err != nil { // for validation, ctx and Close
+		return false, 0, err
+	}
+	return s.buckets.TokenBucket(ctx, key, capacity, rate, cost)
+}
+
+type closeNoop struct{ pace.Store }
+
+func (s closeNoop) Close(context.Context) error { return nil }
+
+type ignoresContext struct{ pace.Store }
+
+func (s ignoresContext) TokenBucket(_ context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	return s.Store.TokenBucket(context.Background(), key, capacity, rate, cost)
+}
+
+// burstMutant keeps burst slots in its own table, with pace's arithmetic
+// and one bug, and everything else in a memory store.
+type burstMutant struct {
+	pace.Store
+	clk  *fakeClock
+	bugs burstBugs
+
+	mu    sync.Mutex
+	slots map[string]*pace.BurstSlotState
+}
+
+type burstBugs struct {
+	noCharge          bool // elapsed time is never charged
+	launder           bool // an expired slot starts afresh
+	releaseNoCharge   bool // a release decrements without charging
+	refreshResurrects bool // a refresh extends without assessing
+}
+
+func newBurstMutant(clk *fakeClock, bugs burstBugs) *burstMutant {
+	return &burstMutant{Store: mem(clk), clk: clk, bugs: bugs, slots: make(map[string]*pace.BurstSlotState)}
+}
+
+// check runs the wrapped store's checks (context, Close, the key) through a
+// harmless call.
+func (s *burstMutant) check(ctx context.Context, key string) error {
+	_, err := s.Store.Get(ctx, key)
+	if err != nil && !errors.Is(err, pace.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// slot returns the state of key at now, with the bugs that act before a
+// decision applied. The caller holds mu.
+func (s *burstMutant) slot(key string, now time.Time) *pace.BurstSlotState {
+	st := s.slots[key]
+	if st == nil {
+		st = new(pace.BurstSlotState)
+		s.slots[key] = st
+	}
+	if s.bugs.noCharge && !st.LastAssessed.IsZero() {
+		st.LastAssessed = now
+	}
+	if s.bugs.launder && st.Count > 0 && !now.Before(st.Expires) {
+		*st = pace.BurstSlotState{}
+	}
+	return st
+}
+
+func (s *burstMutant) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, budget, ttl time.Duration) (bool, int64, error) {
+	if err := s.check(ctx, key); err != nil {
+		return false, 0, err
+	}
+	if err := pace.ValidateSlotBurst(key, sustained, ceiling, budget, ttl); err != nil {
+		return false, 0, err
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.slot(key, now)
+	ok := pace.AdmitBurst(st, sustained, ceiling, budget, ttl, now)
+	return ok, st.Count, nil
+}
+
+func (s *burstMutant) ReleaseSlotBurst(ctx context.Context, key string) error {
+	if err := s.check(ctx, key); err != nil {
+		return err
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.slot(key, now)
+	if s.bugs.releaseNoCharge && st.Count > 0 && now.Before(st.Expires) {
+		st.Count--
+		st.LastAssessed = now
+		return nil
+	}
+	pace.ReleaseBurst(st, now)
+	return nil
+}
+
+func (s *burstMutant) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.check(ctx, key); err != nil {
+		return err
+	}
+	if err := pace.ValidateRefresh(key, ttl); err != nil {
+		return err
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.slot(key, now)
+	if s.bugs.refreshResurrects {
+		if st.Count > 0 {
+			st.Expires = now.Add(ttl)
+		}
+		return nil
+	}
+	pace.RefreshBurst(st, ttl, now)
+	return nil
+}
+
+func (s *burstMutant) Delete(ctx context.Context, key string) error {
+	if err := s.Store.Delete(ctx, key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.slots, key)
+	s.mu.Unlock()
+	return nil
+}
