@@ -35,6 +35,13 @@ func unavailable(t testing.TB, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
+// howToRun is the message of a test skipped (or, under CI, failed) for want
+// of a server.
+const howToRun = "PostgreSQL not reachable at %s: %v\n" +
+	"These tests need a PostgreSQL server: start one on 127.0.0.1:5432 (user postgres, trust auth, database test),\n" +
+	"or set PACE_POSTGRES_URL=postgres://USER@HOST:PORT/DB?sslmode=disable (the role needs CREATE on the database).\n" +
+	"Under CI (CI non-empty) a missing server fails the tests instead of skipping them."
+
 var (
 	poolsMu sync.Mutex
 	pools   []*pgxpool.Pool
@@ -51,7 +58,7 @@ func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	poolsMu.Lock()
 	defer poolsMu.Unlock()
 	if tried && skipErr != nil {
-		unavailable(t, "PostgreSQL not reachable at %s: %v", testURL(), skipErr)
+		unavailable(t, howToRun, testURL(), skipErr)
 	}
 	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
@@ -71,10 +78,7 @@ func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 		if pool != nil {
 			pool.Close()
 		}
-		unavailable(t, "PostgreSQL not reachable at %s: %v\n"+
-			"These tests need a PostgreSQL server (user postgres, trust auth, database test):\n"+
-			"  set PACE_POSTGRES_URL=postgres://USER@HOST:PORT/DB?sslmode=disable, or start one on 127.0.0.1:5432.\n"+
-			"Under CI (CI non-empty) a missing server fails instead of skipping.", testURL(), err)
+		unavailable(t, howToRun, testURL(), err)
 	}
 	pools = append(pools, pool)
 	return pool
