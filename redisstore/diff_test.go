@@ -2,11 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +69,24 @@ func testSeed(t *testing.T) uint64 {
 	return seed
 }
 
-// burstState parses the burst state text the script stores.
+// unpack decodes the little-endian doubles the scripts store, as integers.
+func unpack(t *testing.T, v string, n int) []int64 {
+	t.Helper()
+	if len(v) != 8*n {
+		t.Fatalf("stored state of %d bytes; want %d doubles", len(v), n)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		f := math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[8*i:])))
+		if f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+			t.Fatalf("stored field %d = %v; want an integer in int64 range", i, f)
+		}
+		out[i] = int64(f)
+	}
+	return out
+}
+
+// burstState decodes the burst state the script stores.
 func burstState(t *testing.T, c *redis.Client, key string) (pace.BurstSlotState, bool) {
 	t.Helper()
 	v, err := c.Get(context.Background(), key).Result()
@@ -78,16 +96,7 @@ func burstState(t *testing.T, c *redis.Client, key string) (pace.BurstSlotState,
 	if err != nil {
 		t.Fatalf("GET %s: %v", key, err)
 	}
-	f := strings.Fields(v)
-	if len(f) != 8 {
-		t.Fatalf("burst state %q: want 8 fields", v)
-	}
-	n := make([]int64, 8)
-	for i, s := range f {
-		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			t.Fatalf("burst state %q: %v", v, err)
-		}
-	}
+	n := unpack(t, v, 8)
 	return pace.BurstSlotState{
 		Count:          n[0],
 		BurstRemaining: time.Duration(n[1]),
@@ -278,13 +287,9 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d: GET %s: %v", i, redisKey, err)
 		}
-		var sec, nsec int64
-		if f := strings.Fields(v); len(f) == 2 {
-			sec, _ = strconv.ParseInt(f[0], 10, 64)
-			nsec, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-		if got := time.Duration(sec*1e9 + nsec); got != tats[k] {
-			t.Fatalf("step %d: stored TAT %q = %d; want %d", i, v, got, tats[k])
+		f := unpack(t, v, 2)
+		if got := time.Duration(f[0]*1e9 + f[1]); got != tats[k] {
+			t.Fatalf("step %d: stored TAT %v = %d; want %d", i, f, got, tats[k])
 		}
 		if got, want := expiryMillis(t, c, redisKey), ceilUnixMillis(time.Unix(0, int64(tats[k]))); got != want {
 			t.Fatalf("step %d: bucket expires at %d ms; want its TAT, %d ms", i, got, want)

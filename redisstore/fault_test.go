@@ -56,14 +56,14 @@ func (l *loadStats) record(d time.Duration, err error) {
 	}
 }
 
-func (l *loadStats) reset() (slowest time.Duration, slowErr error, late []string) {
+func (l *loadStats) reset() (slowest time.Duration, late []string, slowErr error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	slowest, slowErr, late = l.slowest, l.slowErr, l.late
 	l.slowest, l.slowErr, l.late = 0, nil, nil
 	l.ok.Store(0)
 	l.failed.Store(0)
-	return slowest, slowErr, late
+	return slowest, late, slowErr
 }
 
 // TestFaults drives a load against a redis-server of the test's own, then
@@ -139,7 +139,7 @@ func TestFaults(t *testing.T) {
 	}
 	phase := func(name string) {
 		t.Helper()
-		slowest, slowErr, late := stats.reset()
+		slowest, late, slowErr := stats.reset()
 		t.Logf("%s: slowest call %v (err %v)", name, slowest, slowErr)
 		if len(late) > 0 {
 			t.Errorf("%s: calls outlived their %v deadline by more than %v: %v", name, opTimeout, slack, late)

@@ -17,23 +17,25 @@ import (
 // only the package's tests do that, to replay a scenario against the Go
 // reference functions.
 //
-// Numbers are written with "%.0f", which prints a double as its exact
-// integer, never in exponent form (tostring would round to 14 digits).
+// State is stored as little-endian IEEE doubles packed with the struct
+// library that Redis bundles ("<dd" for a bucket, eight for a burst slot):
+// lossless, and cheaper on the server than text. An expiry instant is passed
+// to PXAT as a Lua number, which Redis prints with 17 significant digits:
+// exact for integer milliseconds.
 
-// luaClock is shared by the scripts: now() returns the decision instant.
+// luaClock is shared by the scripts: now(i) returns the decision instant
+// from ARGV[i], ARGV[i+1] when the caller gave them, else from TIME.
 const luaClock = `
 local function now(i)
   if ARGV[i] then return tonumber(ARGV[i]), tonumber(ARGV[i + 1]) end
   local t = redis.call('TIME')
   return tonumber(t[1]), tonumber(t[2]) * 1000
 end
-local function pxat(s, n)
-  return string.format('%.0f', s * 1000 + math.ceil(n / 1e6))
-end
 `
 
 // bucketScript is one GCRA step of pace.Bucket.Take on the TAT stored at
-// KEYS[1] as "seconds nanoseconds".
+// KEYS[1] as "<dd" (Unix seconds, nanoseconds). The key expires at the TAT,
+// when the bucket is full again.
 //
 // ARGV: interval (s, ns), tolerance (s, ns), [now (s, ns)].
 // Returns 0 when the take is admitted, else the wait in nanoseconds (an
@@ -45,8 +47,7 @@ local ns, nn = now(5)
 local bs, bn = ns, nn
 local v = redis.call('GET', KEYS[1])
 if v then
-  local s, n = string.match(v, '^(%-?%d+) (%d+)$')
-  s, n = tonumber(s), tonumber(n)
+  local s, n = struct.unpack('<dd', v)
   if s > bs or (s == bs and n > bn) then bs, bn = s, n end
 end
 local ds, dn = bs - ns + is, bn - nn + in_
@@ -60,7 +61,7 @@ end
 if is == 0 and in_ == 0 then return 0 end
 local as, an = bs + is, bn + in_
 if an >= 1e9 then an = an - 1e9; as = as + 1 end
-redis.call('SET', KEYS[1], string.format('%.0f %.0f', as, an), 'PXAT', pxat(as, an))
+redis.call('SET', KEYS[1], struct.pack('<dd', as, an), 'PXAT', as * 1000 + math.ceil(an / 1e6))
 return 0
 `)
 
@@ -71,7 +72,7 @@ var slotAcquireScript = redis.NewScript(`
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 if c >= tonumber(ARGV[1]) then return -c - 1 end
 c = c + 1
-redis.call('SET', KEYS[1], string.format('%.0f', c), 'PX', ARGV[2])
+redis.call('SET', KEYS[1], c, 'PX', ARGV[2])
 return c
 `)
 
@@ -109,9 +110,9 @@ end
 `
 
 // burstScript runs pace.AdmitBurst, pace.ReleaseBurst or pace.RefreshBurst on
-// the state at KEYS[1], stored as the text
+// the state at KEYS[1], stored as "<dddddddd":
 //
-//	count remaining lastS lastN expS expN sustained budget
+//	count, remaining, lastS, lastN, expS, expN, sustained, budget
 //
 // (durations in nanoseconds, instants as Unix seconds and nanoseconds). A
 // state whose ReclaimAt is not after now is treated as absent, and is
@@ -172,9 +173,7 @@ end
 
 local v = redis.call('GET', KEYS[1])
 if v then
-  local f = {}
-  for x in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(x) end
-  c, rem, ls, ln, es, en, sus, bud = f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]
+  c, rem, ls, ln, es, en, sus, bud = struct.unpack('<dddddddd', v)
   local rs, rn = reclaim()
   if not before(ns, nn, rs, rn) then
     redis.call('DEL', KEYS[1])
@@ -213,7 +212,7 @@ local rs, rn = reclaim()
 if not before(ns, nn, rs, rn) then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('SET', KEYS[1], string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', c, rem, ls, ln, es, en, sus, bud), 'PXAT', pxat(rs, rn))
+  redis.call('SET', KEYS[1], struct.pack('<dddddddd', c, rem, ls, ln, es, en, sus, bud), 'PXAT', rs * 1000 + math.ceil(rn / 1e6))
 end
 return res
 `))
