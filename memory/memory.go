@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,14 @@ type Store struct {
 	// The longest lifetime given to a row of each namespace, in
 	// nanoseconds: the sweep horizon.
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
+
+	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
+}
+
+// shapeEntry is a validated bucket shape and the arguments it came from.
+type shapeEntry struct {
+	capacity, rate, cost float64
+	b                    pace.Bucket
 }
 
 var _ pace.Store = (*Store)(nil)
@@ -59,6 +68,8 @@ var _ pace.Store = (*Store)(nil)
 const (
 	shardBits = 6
 	numShards = 1 << shardBits
+
+	shapeBits = 4
 
 	// minRows is the size below which a namespace of a shard is not swept
 	// for having doubled.
@@ -107,16 +118,18 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{seed: maphash.MakeSeed(), clock: time.Now}
+	s := &Store{seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
 		}
 	}
+	// Without a clock of the caller's, the buckets keep their own default
+	// (time.Since a monotonic epoch), cheaper than a time.Now per take.
+	s.buckets = pace.NewBuckets(pace.WithClock(s.clock))
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	s.buckets = pace.NewBuckets(pace.WithClock(s.clock))
 	return s
 }
 
@@ -168,12 +181,30 @@ func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPer
 	if err := s.begin(ctx, "TokenBucket"); err != nil {
 		return false, 0, err
 	}
-	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	b, err := s.shape(key, capacity, refillPerSec, cost)
 	if err != nil {
 		return false, 0, err
 	}
 	ok, wait := s.buckets.Take(key, b)
 	return ok, wait, nil
+}
+
+// shape returns the bucket shape of a TokenBucket call, validated by
+// pace.ValidateTokenBucket. Shapes are remembered in a small direct-mapped
+// cache, since a service uses few of them and building one costs as much as
+// the rest of the decision; a shape that misses allocates its entry once.
+func (s *Store) shape(key string, capacity, rate, cost float64) (pace.Bucket, error) {
+	h := (math.Float64bits(capacity)*0x9e3779b97f4a7c15 ^ math.Float64bits(rate)) * 0xbf58476d1ce4e5b9
+	h = (h ^ math.Float64bits(cost)) * 0x94d049bb133111eb
+	slot := &s.shapes[h>>(64-shapeBits)]
+	if e := slot.Load(); e != nil && e.capacity == capacity && e.rate == rate && e.cost == cost { // NaN never matches
+		return e.b, pace.ValidateKey(key)
+	}
+	b, err := pace.ValidateTokenBucket(key, capacity, rate, cost)
+	if err == nil {
+		slot.Store(&shapeEntry{capacity: capacity, rate: rate, cost: cost, b: b})
+	}
+	return b, err
 }
 
 // AcquireSlot implements pace.Store. An admission sets the counter's expiry
