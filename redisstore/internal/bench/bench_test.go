@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func BenchmarkTokenBucket(b *testing.B) {
 	for _, callers := range []int{1, 16} {
 		for _, impl := range impls {
 			b.Run(impl.name+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
-				decisions(b, callers, keys, impl.decide)
+				decisions(b, c, callers, keys, impl.decide)
 			})
 		}
 	}
@@ -95,7 +96,7 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 	}
 	for _, callers := range []int{1, 16} {
 		b.Run("impl=pace/callers="+strconv.Itoa(callers), func(b *testing.B) {
-			decisions(b, callers, keys, func(ctx context.Context, key string) (bool, error) {
+			decisions(b, c, callers, keys, func(ctx context.Context, key string) (bool, error) {
 				ok, _, err := store.AcquireSlotBurst(ctx, key, 1<<40, 1<<40, time.Minute, time.Minute)
 				return ok, err
 			})
@@ -104,14 +105,17 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 }
 
 // decisions runs decide b.N times over keys from callers goroutines, reports
-// decisions per second, and fails unless every call was admitted without
+// decisions per second and the server's own time per script call
+// (srv-µs/op, from INFO commandstats: meaningful when nothing else runs
+// scripts on that server), and fails unless every call was admitted without
 // error.
-func decisions(b *testing.B, callers int, keys []string, decide func(context.Context, string) (bool, error)) {
+func decisions(b *testing.B, c *redis.Client, callers int, keys []string, decide func(context.Context, string) (bool, error)) {
 	if len(keys) != keyCount {
 		b.Fatalf("%d keys; want %d", len(keys), keyCount)
 	}
 	b.ReportAllocs()
 	ctx := context.Background()
+	usec0, calls0 := scriptStats(b, c)
 	var next, refused atomic.Int64
 	var failure atomic.Pointer[error]
 	call := func() {
@@ -137,10 +141,40 @@ func decisions(b *testing.B, callers int, keys []string, decide func(context.Con
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	if usec, calls := scriptStats(b, c); calls > calls0 {
+		b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "srv-µs/op")
+	}
 	if err := failure.Load(); err != nil {
 		b.Fatal(*err)
 	}
 	if n := refused.Load(); n > 0 {
 		b.Fatalf("%d of %d calls refused; the benchmark must measure admissions", n, b.N)
 	}
+}
+
+// scriptStats returns the total microseconds the server has spent in
+// EVALSHA and the number of EVALSHA calls, from INFO commandstats.
+func scriptStats(b *testing.B, c *redis.Client) (usec, calls int64) {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "usec":
+				usec = n
+			case "calls":
+				calls = n
+			}
+		}
+	}
+	return usec, calls
 }
