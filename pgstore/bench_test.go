@@ -95,3 +95,37 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkRoundTrip is the baseline: an empty statement (SELECT 1) through
+// the same pool, the floor under every decision above.
+func BenchmarkRoundTrip(b *testing.B) {
+	pool := newPool(b, 32)
+	ctx := context.Background()
+	roundTrip := func() error {
+		var one int
+		return pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+	}
+	b.Run("callers=1", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := roundTrip(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	})
+	b.Run("callers=16", func(b *testing.B) {
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((16 + procs - 1) / procs)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := roundTrip(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	})
+}
