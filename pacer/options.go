@@ -9,35 +9,27 @@ import (
 type Option func(*config)
 
 type config struct {
-	clock       Clock
-	target      float64
-	window      time.Duration
-	initialGain float64
-	increase    float64
-	decrease    float64
-	throttleCut float64
-	minGain     float64
-	maxGain     float64
-	maxDelay    float64
-	burst       float64
-	seed        uint64
-	seeded      bool
+	clock    Clock
+	target   float64
+	window   time.Duration
+	increase float64
+	decrease float64
+	maxDelay float64
+	burst    float64
+	seed     uint64
+	seeded   bool
 }
 
 // Defaults, gathered in one place; each is documented on its option.
 func defaults() config {
 	return config{
-		clock:       systemClock{},
-		target:      0.93,
-		window:      time.Minute,
-		initialGain: 1,
-		increase:    1,
-		decrease:    1,
-		throttleCut: 0.7,
-		minGain:     0.01,
-		maxGain:     100,
-		maxDelay:    0.5,
-		burst:       0.25,
+		clock:    systemClock{},
+		target:   0.93,
+		window:   time.Minute,
+		increase: 0.2,
+		decrease: 2,
+		maxDelay: 0.5,
+		burst:    0.25,
 	}
 }
 
@@ -53,9 +45,9 @@ func WithClock(c Clock) Option {
 	}
 }
 
-// WithTarget sets the fraction of the limit that all clients together aim
-// to use, in (0, 1). Default: 0.93. The rest is the margin that absorbs
-// noise, newcomers and limit changes.
+// WithTarget sets the fraction of the limit that all the clients of a key
+// together aim to use, in (0, 1). Default: 0.93. The rest is the margin
+// that absorbs noise, newcomers and limit changes.
 func WithTarget(f float64) Option {
 	return func(cfg *config) {
 		if finite(f) && f > 0 && f < 1 {
@@ -66,7 +58,8 @@ func WithTarget(f float64) Option {
 
 // WithWindow sets the window assumed until a response carries one (the
 // RateLimit-Policy "w" parameter, or the longest X-RateLimit-Reset seen).
-// Default: one minute. Durations below a millisecond are ignored.
+// Default: one minute. Durations below a millisecond or above a day are
+// ignored.
 func WithWindow(d time.Duration) Option {
 	return func(cfg *config) {
 		if d >= time.Millisecond && d <= maxDuration {
@@ -75,10 +68,13 @@ func WithWindow(d time.Duration) Option {
 	}
 }
 
-// WithGains sets the AIMD gains of the barrier: increase is how much the
-// gain grows per window of unused headroom (default 1), decrease the rate
-// of its exponential decay per window spent above the target (default 1:
-// a factor 1/e per window). Both must be positive and finite.
+// WithGains sets the gains of the AIMD loop. Below the target, the rate
+// grows additively by increase × (the fraction of the target still
+// unused) × L/W per window, the same for every client (default 0.2).
+// Above it, the rate is multiplied by (target/x)^decrease per window, x
+// being the projected utilisation (default 2). Larger gains react faster
+// and oscillate more. Both must be positive and finite; an invalid pair is
+// ignored.
 func WithGains(increase, decrease float64) Option {
 	return func(cfg *config) {
 		if finite(increase) && increase > 0 && finite(decrease) && decrease > 0 {
@@ -87,19 +83,9 @@ func WithGains(increase, decrease float64) Option {
 	}
 }
 
-// WithInitialGain sets the gain a new Pacer starts with, in [0.01, 100].
-// Default: 1, the barrier of the document with greedy = 1.
-func WithInitialGain(g float64) Option {
-	return func(cfg *config) {
-		if finite(g) && g >= 0.01 && g <= 100 {
-			cfg.initialGain = g
-		}
-	}
-}
-
-// WithMaxDelay sets the longest single gap the pacer imposes on its own
-// account, as a fraction of the window in (0, 1]. Default: 1/8. Retry-After
-// is always honoured, whatever its length.
+// WithMaxDelay sets the longest wait the barrier imposes on the strength
+// of one sample, as a fraction of the window in (0, 1]. Default: 1/2.
+// Retry-After is always honoured, whatever its length.
 func WithMaxDelay(f float64) Option {
 	return func(cfg *config) {
 		if finite(f) && f > 0 && f <= 1 {

@@ -22,48 +22,87 @@ import (
 // context.DeadlineExceeded under errors.Is.
 var ErrWouldExceedDeadline = errors.New("pacer: wait would exceed context deadline")
 
+// Tuning that is not worth an option; each is in windows or fractions of
+// the limit, so it holds for any window.
+const (
+	// periods is the number of control periods per window: the AIMD
+	// update runs every W/periods.
+	periods = 60
+	// shareGrowth is how fast, below the target, the rate grows in
+	// proportion to the client's share of the total: a fraction of the
+	// gap to the target per window, the same for the total whatever the
+	// number of clients.
+	shareGrowth = 1.5
+	// catchup is how many windows a hole below the target takes to fill.
+	catchup = 0.5
+	// newcomerShare is the share of the current count a client arriving
+	// on a busy key starts with: a fair share among a handful of clients.
+	newcomerShare = 0.25
+	// throttleCut multiplies the rate after a refusal.
+	throttleCut = 0.7
+	// smoothing is the time constant, in windows, of the estimate of the
+	// other clients' rate.
+	smoothing = 1.0 / 12
+)
+
 // Pacer decides when one client may make its next call to a rate-limited
 // API, so that all the clients sharing the limit together use a target
-// fraction of it, share it equally, and are rarely refused.
+// fraction of it (93% by default), share it equally, and are rarely
+// refused. It needs no coordination: every client runs a Pacer of its own
+// and learns about the others only from the shared count the server
+// reports (X-RateLimit-Used, or limit minus remaining).
 //
-// The algorithm has four parts, every period in them measured in windows
-// so that the same defaults work for a 3-second window and an hourly one:
+// Each Pacer keeps a rate r, in calls per second, and spaces calls 1/r
+// apart. Every period and gain below is measured in windows W, so the same
+// defaults work for a 3-second window and an hourly one:
 //
-//   - A proportional barrier. With L the limit, U the calls the server
-//     counted in its window (everyone's, predicted forward by this
-//     client's calls still in flight) and W the window, the gap between two
-//     calls is W / (g × (L − U)). The closer the shared count is to the
-//     limit, the slower every client goes, and the brake acts on the next
-//     call, not a window later.
-//   - An AIMD gain g, updated once per control period (W/60) rather than per
-//     response: it grows additively while the predicted utilisation U/L is
-//     below the target and the client is actually waiting on the pacer, and
-//     shrinks multiplicatively while it is above. The barrier alone settles
-//     at U/L = G/(1+G) for G the sum of the clients' gains, so a share that
-//     depends on the number of clients; the AIMD loop moves G until U/L sits
-//     at the target whatever that number, and, because every client sees
-//     the same shared count, additive increase with multiplicative
-//     decrease equalises the gains and so the shares (Chiu and Jain). A
-//     client that is not using its allowance does not grow its gain.
-//   - Bounded sleeps. No single gap exceeds the maximum delay (W/8 by
-//     default), so one stale or noisy sample cannot park a client for a
-//     window.
+//   - Seeing the others. The server's count integrates a whole window, so
+//     it reacts to a change of rate only a window later; a controller that
+//     follows it directly oscillates with a period of about a window (the
+//     document's barrier and feedback controller both do). The Pacer
+//     instead reconstructs, from the successive counts it observes, when
+//     the other clients' calls arrived (a histogram of the last window)
+//     and so estimates their current rate R_o with little lag, and knows
+//     when the counted calls will leave the window.
+//   - Control, once per W/60 rather than per response, so that a client
+//     that calls more often does not adapt faster. The projected
+//     utilisation is x = (r + R_o)·W / L, or the reported count over the
+//     limit if that is higher. Above the target, r shrinks
+//     multiplicatively, faster the further above. Below it, r grows by the
+//     same additive step for every client (proportional to the gap), plus
+//     a step proportional to the client's own share of the total, which
+//     sums to the same for any number of clients. Additive increase with
+//     multiplicative decrease on a shared signal equalises the rates
+//     (Chiu and Jain). A client that is not using its allowance (it never
+//     has to wait) does not grow its rate.
+//   - The barrier. When the predicted count is within one call of the
+//     limit, the next call waits until the reconstruction says a call has
+//     left the window, but never longer than the maximum delay (W/2 by
+//     default): one stale or noisy sample cannot park a client for long.
 //   - Retry-After always wins: no call goes before it has elapsed. After a
-//     refusal the gain is cut and the client resumes at a random point
-//     within about one of its fair gaps, so that clients refused together do
+//     refusal the rate is cut and the client resumes at a random point
+//     within about one of its gaps, so that clients refused together do
 //     not return together.
+//   - Limit changes. When the reported limit changes, the rate and the
+//     estimate of the others scale with it at once: every client sees the
+//     new limit and scales by the same factor, so the shares stay and the
+//     total follows without waiting for the loop.
+//   - The initial burst. On an idle key (a predicted count below a quarter
+//     of the target, or no information at all) calls go without delay. The
+//     first report sets the rate to the headroom to the target, spread over
+//     a window; on a busy key, to a fair share among a handful of clients.
 //
-// On an idle key (a predicted count below a quarter of the target, or no
-// information at all) calls go without delay: the initial burst.
-//
-// The limit and window come from the signals when they carry them; until
+// The limit and the window come from the signals when they carry them
+// (RateLimit-Policy "w", or the longest X-RateLimit-Reset seen); until
 // then the window is the one given by WithWindow. A server that sends no
-// rate-limit headers at all gets no pacing beyond its Retry-After.
+// rate-limit headers at all gets no pacing beyond its Retry-After; a server
+// that sends only the IETF "r" and "t" parameters gets its remaining quota
+// spread evenly over the reset time.
 //
 // New is required; the zero Pacer is not usable. Most callers want Wait
 // before each call and Observe after it, or Transport, which does both.
 // A Pacer is safe for concurrent use by multiple goroutines; concurrent
-// callers are spaced one gap apart.
+// callers are handed slots one gap apart.
 type Pacer struct {
 	mu    sync.Mutex
 	clock Clock
@@ -75,21 +114,24 @@ type Pacer struct {
 	limit     float64       // L; zero while unknown
 	window    time.Duration // W
 	winSet    bool          // whether a signal gave the window (w=)
-	used      float64       // U at obsAt
+	used      float64       // the count reported at obsAt
 	hasUsed   bool
 	obsAt     time.Time
 	remaining float64   // quota fallback when the limit is unknown
 	resetAt   time.Time // end of the quota fallback; zero when unused
 
+	rate        float64   // r, this client's calls per second; zero until the first report
+	others      float64   // R_o, the other clients' current calls per second
+	hist        history   // when the others' counted calls arrived
+	histAt      time.Time // when hist was last reset to a guess
 	ctlAt       time.Time // start of the current control period
 	waitedUntil time.Time // the latest slot for which a caller had to wait
 
 	last    time.Time   // the latest slot handed out
 	hold    time.Time   // no slot before this (Retry-After, plus jitter)
 	pending []time.Time // slots handed out and not yet observed
-	own     []time.Time // this client's accepted calls within the window
+	own     []time.Time // this client's counted calls within the window
 	strikes int         // consecutive refusals without Retry-After
-	gain    float64     // g
 }
 
 // New returns a Pacer configured by opts. Options with invalid values
@@ -109,7 +151,6 @@ func New(opts ...Option) *Pacer {
 		cfg:    cfg,
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		window: cfg.window,
-		gain:   cfg.initialGain,
 	}
 }
 
@@ -165,7 +206,9 @@ func (p *Pacer) Reserve() time.Duration {
 // Observe feeds the Pacer what a response said. Call it once per completed
 // call, after Wait or Reserve; absent fields change nothing, invalid ones
 // (negative, absurdly large) are ignored or clamped, and a Retry-After is
-// honoured whatever else the signal says.
+// honoured whatever else the signal says. A reported count above the limit
+// is believed (servers that lower their limit report exactly that): the
+// Pacer then holds its rate and lets the count drain.
 func (p *Pacer) Observe(s Signal) {
 	s = s.clean()
 	p.mu.Lock()
@@ -184,33 +227,44 @@ func (p *Pacer) Observe(s Signal) {
 		p.window = s.Reset
 	}
 	if s.Limit > 0 {
-		p.limit = float64(s.Limit)
+		l := float64(s.Limit)
+		if p.limit > 0 && l != p.limit {
+			// Every client sees the new limit at once and scales by the
+			// same factor: the shares stay, the total moves at once.
+			k := l / p.limit
+			p.rate *= k
+			p.others *= k
+		}
+		p.limit = l
+	}
+	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
+		p.own = append(p.own, now)
 	}
 	switch {
 	case s.HasUsed:
-		p.used, p.hasUsed, p.obsAt = float64(s.Used), true, now
+		p.learn(now, float64(s.Used))
 	case s.HasRemaining && p.limit > 0:
-		p.used, p.hasUsed, p.obsAt = math.Max(0, p.limit-float64(s.Remaining)), true, now
+		p.learn(now, math.Max(0, p.limit-float64(s.Remaining)))
 	}
 	if s.HasRemaining && s.Reset > 0 {
 		p.remaining, p.resetAt = float64(s.Remaining), now.Add(s.Reset)
 	}
 	if !s.Throttled {
 		p.strikes = 0
-		if s.HasUsed || s.HasRemaining || s.Limit > 0 {
-			p.own = append(p.own, now)
-		}
 		if s.RetryAfter > 0 {
 			p.holdUntil(now.Add(s.RetryAfter), now)
 		}
 		return
 	}
-	// Refused: cut the gain, and wait at least Retry-After; without one,
+	// Refused: cut the rate, and wait at least Retry-After; without one,
 	// back off exponentially from W/60, bounded by the maximum delay.
-	p.gain = math.Max(p.cfg.minGain, p.gain*p.cfg.throttleCut)
+	if p.rate > 0 {
+		p.rate *= throttleCut
+		p.clampRate()
+	}
 	wait := s.RetryAfter
 	if wait <= 0 {
-		wait = p.window / 60 << min(p.strikes, 10)
+		wait = p.window / periods << min(p.strikes, 10)
 		if m := p.maxDelay(); wait > m {
 			wait = m
 		}
@@ -219,30 +273,91 @@ func (p *Pacer) Observe(s Signal) {
 	p.holdUntil(now.Add(wait), now)
 }
 
+// learn takes in a shared count observed at now: it updates the
+// reconstruction of the others' calls and the estimate of their current
+// rate, and starts the rate on the first count. It must be called with
+// p.mu held.
+func (p *Pacer) learn(now time.Time, used float64) {
+	others := math.Max(0, used-float64(len(p.own)))
+	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
+		p.hist.reset(now, p.window, others)
+		p.histAt = now
+		p.others = others / p.window.Seconds()
+	} else {
+		since := p.obsAt
+		fresh := p.hist.record(now, since, others)
+		if dt := now.Sub(since).Seconds(); dt > 0 {
+			// One sample is a few calls, too few to trust alone; the
+			// signed average stays unbiased.
+			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
+			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
+		}
+	}
+	p.used, p.hasUsed, p.obsAt = used, true, now
+	if p.rate == 0 && p.limit > 0 {
+		// Start where a lone client would: the headroom to the target,
+		// spread over a window. On a busy key, a fair share among a
+		// handful of clients: too much if there are fewer, too little if
+		// there are more, and the control loop settles the rest.
+		head := math.Max(p.cfg.target*p.limit-used, (1-p.cfg.target)*p.limit)
+		head = math.Max(head, newcomerShare*used)
+		p.rate = head / p.window.Seconds()
+		p.clampRate()
+	}
+}
+
+// othersRate is the other clients' current rate: the reconstruction's
+// estimate, but during the first window of a reconstruction (whose past is
+// a guess) never below their average over the window, which follows a
+// change more slowly but cannot be fooled by a wrong guess.
+func (p *Pacer) othersRate() float64 {
+	if p.obsAt.Sub(p.histAt) >= p.window {
+		return p.others
+	}
+	avg := math.Max(0, p.used-float64(len(p.own))) / p.window.Seconds()
+	return math.Max(p.others, avg)
+}
+
+// clampRate keeps the rate within [L/(256 W), L/W]: never more than the
+// whole limit, never so little that the client stops probing.
+func (p *Pacer) clampRate() {
+	w := p.window.Seconds()
+	lo, hi := 1/w, 1/w
+	if p.limit > 0 {
+		lo, hi = p.limit/(256*w), p.limit/w
+	}
+	if !(p.rate >= lo) { // also NaN
+		p.rate = lo
+	}
+	if p.rate > hi {
+		p.rate = hi
+	}
+}
+
 // holdUntil forbids slots before t, plus a random part of this client's
-// fair gap so that clients refused together spread out. It must be called
-// with p.mu held.
+// gap so that clients refused together spread out. It must be called with
+// p.mu held.
 func (p *Pacer) holdUntil(t, now time.Time) {
-	jitter := time.Duration(p.rng.Float64() * float64(p.fairGap(now)))
+	jitter := time.Duration(p.rng.Float64() * float64(p.spread()))
 	if t = t.Add(jitter); t.After(p.hold) {
 		p.hold = t
 	}
 }
 
-// fairGap estimates the gap this client would keep at its current share
-// of the target: W / (share × target × L), bounded by the maximum delay.
-// It must be called with p.mu held.
-func (p *Pacer) fairGap(now time.Time) time.Duration {
-	if p.limit <= 0 {
-		return p.window / 60
+// spread is the interval over which a client resumes after a refusal: its
+// own gap, bounded by the maximum delay.
+func (p *Pacer) spread() time.Duration {
+	if p.rate <= 0 {
+		return p.window / periods
 	}
-	share := 1.0
-	if p.hasUsed && p.used > 0 {
-		share = float64(len(p.own)) / p.used
-	}
-	share = math.Min(1, math.Max(share, 1.0/64))
-	g := time.Duration(float64(p.window) / (share * p.cfg.target * p.limit))
-	return min(g, p.maxDelay())
+	return min(time.Duration(float64(time.Second)/p.rate), p.maxDelay())
+}
+
+// maxDelay is the longest wait the barrier imposes on the strength of one
+// sample (Retry-After may ask for more, and the rate itself may space
+// calls up to a window apart).
+func (p *Pacer) maxDelay() time.Duration {
+	return time.Duration(float64(p.window) * p.cfg.maxDelay)
 }
 
 // nowLocked reads the clock once and never lets it move backwards.
@@ -255,19 +370,13 @@ func (p *Pacer) nowLocked() time.Time {
 	return now
 }
 
-// maxDelay is the longest single gap the pacer imposes on its own
-// account (Retry-After may ask for more).
-func (p *Pacer) maxDelay() time.Duration {
-	return time.Duration(float64(p.window) * p.cfg.maxDelay)
-}
-
 // slotLocked returns the earliest time the next call may go.
 func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.control(now)
 	p.prune(now)
 	slot := p.last.Add(p.gap(now))
-	if slot.Before(now) {
-		slot = now
+	if b := now.Add(p.barrier(now)); slot.Before(b) {
+		slot = b
 	}
 	if slot.Before(p.hold) {
 		slot = p.hold
@@ -316,8 +425,10 @@ func (p *Pacer) prune(now time.Time) {
 }
 
 // predictedUsed is the shared count the server would report at t: the
-// last report plus this client's calls since, or nothing once the report
-// is a window old (everything it counted has expired).
+// last report, plus this client's calls since, plus the others' calls at
+// their estimated rate, minus the calls that left the window since (the
+// others' from the reconstruction, this client's exactly). A report a
+// window old predicts nothing: everything it counted has expired.
 func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if !p.hasUsed {
 		return 0, false
@@ -326,16 +437,26 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if age >= p.window {
 		return 0, true
 	}
-	inflight := 0
+	u := p.used
 	for _, s := range p.pending {
 		if !s.After(t) {
-			inflight++
+			u++
 		}
 	}
-	return p.used + float64(inflight), true
+	if age > 0 {
+		u += p.othersRate() * age.Seconds()
+		cut := t.Add(-p.window)
+		for _, o := range p.own {
+			if !o.After(cut) {
+				u--
+			}
+		}
+		u -= p.hist.expiring(t, p.window) - p.hist.expiring(p.obsAt, p.window)
+	}
+	return math.Max(0, u), true
 }
 
-// gap is the interval the barrier imposes between two calls at now.
+// gap is the interval the pacer imposes between two calls at now.
 func (p *Pacer) gap(now time.Time) time.Duration {
 	if p.limit <= 0 {
 		// Only the draft's "r calls within t" may be known: spread them.
@@ -347,43 +468,70 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	u, ok := p.predictedUsed(now)
-	if !ok || u < p.cfg.burst*p.cfg.target*p.limit {
+	if !ok || u < p.cfg.burst*p.cfg.target*p.limit || p.rate <= 0 {
 		return 0
 	}
-	head := p.limit - u
-	if head <= 0 {
-		return p.maxDelay()
+	r := p.rate
+	if hole := p.cfg.target*p.limit - u; hole > 0 {
+		// A hole below the target (calls leaving the window faster than
+		// they come, as after a burst or a limit drop): fill it within
+		// half a window, each client in proportion to its share, so that
+		// the total does not depend on the number of clients.
+		share := p.rate / (p.rate + p.othersRate())
+		r = math.Max(r, share*hole/(catchup*p.window.Seconds()))
 	}
-	return min(time.Duration(float64(p.window)/(p.gain*head)), p.maxDelay())
+	// The rate's own gap is the consensus of many samples: it may be as
+	// long as a window (a key shared by as many clients as the limit).
+	return min(time.Duration(float64(time.Second)/r), p.window)
 }
 
-// control runs the AIMD update for every control period (W/60) that ended
-// by now. It must be called with p.mu held.
-func (p *Pacer) control(now time.Time) {
-	period := p.window / 60
-	if period <= 0 {
-		period = 1
+// barrier returns how long from now the next call must wait because the
+// window is full: until the reconstruction says a call has left it, but no
+// longer than the maximum delay, since this wait rests on one sample.
+func (p *Pacer) barrier(now time.Time) time.Duration {
+	if p.limit <= 0 {
+		return 0
 	}
+	if u, ok := p.predictedUsed(now); !ok || p.limit-u >= 1 {
+		return 0
+	}
+	step := max(p.window/periods, 1)
+	t := now
+	for t.Sub(now) < p.maxDelay() {
+		t = t.Add(step)
+		if v, _ := p.predictedUsed(t); p.limit-v >= 1 {
+			break
+		}
+	}
+	return t.Sub(now)
+}
+
+// control runs the AIMD update of the rate for every control period
+// (W/60) that ended by now. It must be called with p.mu held.
+func (p *Pacer) control(now time.Time) {
+	period := max(p.window/periods, 1)
 	if p.ctlAt.IsZero() || now.Sub(p.ctlAt) > 2*p.window {
 		p.ctlAt = now
 		return
 	}
-	up := p.cfg.increase / 60
-	down := math.Exp(-p.cfg.decrease / 60)
+	w := p.window.Seconds()
 	for !now.Before(p.ctlAt.Add(period)) {
 		end := p.ctlAt.Add(period)
-		if u, ok := p.predictedUsed(end); ok && p.limit > 0 && end.Sub(p.obsAt) < p.window {
-			r := u / p.limit
+		if p.rate > 0 && p.limit > 0 && p.hasUsed && p.used <= p.limit && end.Sub(p.obsAt) < p.window {
+			target := p.cfg.target
+			// Where the count settles if everyone keeps calling at the
+			// current rates, or where it is, whichever is higher. (A
+			// count above the limit means the limit moved, not the
+			// clients; the count drains by itself and the rate holds.)
+			x := math.Max((p.rate+p.othersRate())*w/p.limit, p.used/p.limit)
 			switch {
-			case r > 1:
-				// Above the limit itself: the limit moved, not the
-				// clients. The barrier already stops everyone; the gain
-				// keeps what it learned.
-			case r > p.cfg.target:
-				p.gain = math.Max(p.cfg.minGain, p.gain*down)
+			case x > target:
+				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
 			case !p.waitedUntil.Before(p.ctlAt):
-				p.gain = math.Min(p.cfg.maxGain, p.gain+up)
+				share := p.rate / (p.rate + p.othersRate())
+				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods
 			}
+			p.clampRate()
 		}
 		p.ctlAt = end
 	}

@@ -41,38 +41,95 @@ func TestIdleKeyBursts(t *testing.T) {
 	}
 }
 
-func TestBarrierSlowsNearTheLimit(t *testing.T) {
+// gap books two slots and returns the interval between them.
+func gap(p *pacer.Pacer) time.Duration {
+	a := p.Reserve()
+	return p.Reserve() - a
+}
+
+func TestBusyKeyIsPaced(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c)
-	p.Observe(state(120, 60))
-	far := p.Reserve() // the first slot goes now
-	c.Advance(time.Minute)
-	p.Observe(state(120, 60))
-	p.Reserve()
-	wide := p.Reserve()
-	c.Advance(time.Minute)
-	p.Observe(state(120, 115))
-	p.Reserve()
-	narrow := p.Reserve()
-	if far != 0 {
-		t.Errorf("first call: Reserve() = %v; want 0", far)
-	}
-	if !(narrow > wide) {
-		t.Errorf("gap at used 115/120 = %v, at 60/120 = %v; want the first larger", narrow, wide)
+	p.Observe(state(120, 100))
+	// The first report on a busy key starts the rate at a fair share among
+	// four clients: a quarter of the count (25 calls) over the 60 s window.
+	if g, want := gap(p), 2400*time.Millisecond; g < want*9/10 || g > want*11/10 {
+		t.Fatalf("gap at used 100/120 = %v; want about %v", g, want)
 	}
 }
 
-func TestSleepIsBounded(t *testing.T) {
+func TestFullWindowWaitsBounded(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c, pacer.WithWindow(time.Minute))
-	p.Observe(state(40, 110)) // used far above a limit that just dropped
-	d1 := p.Reserve()
-	d2 := p.Reserve()
-	if d1 > 30*time.Second || d2-d1 > 30*time.Second {
-		t.Errorf("Reserve() = %v then %v at used 110/40; want gaps of at most half a window (30s)", d1, d2)
+	p.Observe(state(120, 50))
+	p.Observe(state(120, 120)) // the window is full
+	d := p.Reserve()
+	if d < time.Second || d > 30*time.Second {
+		t.Fatalf("Reserve() with the window full = %v; want a wait in [1s, 30s] (one control period to half a window)", d)
 	}
-	if d2 <= 0 {
-		t.Errorf("second Reserve() at used 110/40 = %v; want a positive wait", d2)
+}
+
+func TestLimitChangeScalesRate(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 60))
+	before := gap(p)
+	p.Observe(state(40, 20))
+	after := gap(p)
+	if ratio := float64(after) / float64(before); ratio < 2.9 || ratio > 3.1 {
+		t.Fatalf("gap %v at limit 120, %v at limit 40: ratio %.2f; want 3", before, after, ratio)
+	}
+}
+
+// drive makes calls as a greedy client would for d, reporting report()
+// after each, and returns the last gap.
+func drive(c *fakeClock, p *pacer.Pacer, d time.Duration, report func() pacer.Signal) time.Duration {
+	end := c.Now().Add(d)
+	var g time.Duration
+	for c.Now().Before(end) {
+		g = p.Reserve()
+		c.Advance(g + 200*time.Millisecond)
+		p.Observe(report())
+	}
+	return g
+}
+
+func TestAboveTargetSlowsDown(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 100))
+	first := gap(p)
+	last := drive(c, p, 2*time.Minute, func() pacer.Signal { return state(120, 118) })
+	if last <= first {
+		t.Fatalf("gap after two windows at used 118/120 = %v; want above the first gap %v", last, first)
+	}
+}
+
+func TestBelowTargetSpeedsUp(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 100))
+	first := gap(p)
+	last := drive(c, p, 2*time.Minute, func() pacer.Signal { return state(120, 60) })
+	if last >= first {
+		t.Fatalf("gap after two windows at used 60/120 = %v; want below the first gap %v", last, first)
+	}
+}
+
+func TestIdleCallerDoesNotGrow(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(state(120, 100))
+	first := gap(p)
+	// A caller that calls far less often than allowed never waits.
+	for i := 0; i < 20; i++ {
+		c.Advance(30 * time.Second)
+		p.Reserve()
+		p.Observe(state(120, 60))
+	}
+	c.Advance(30 * time.Second)
+	if got := gap(p); got < first {
+		t.Fatalf("gap after 10 minutes of calling every 30s = %v; want no growth beyond the first gap %v", got, first)
 	}
 }
 
@@ -108,9 +165,8 @@ func TestWindowFromSignalScalesGaps(t *testing.T) {
 	gapAt := func(window time.Duration) time.Duration {
 		c := newFakeClock(t0)
 		p := newPacer(c)
-		p.Observe(pacer.Signal{Limit: 100, Used: 90, HasUsed: true, Window: window})
-		p.Reserve()
-		return p.Reserve()
+		p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Window: window})
+		return gap(p)
 	}
 	short, long := gapAt(3*time.Second), gapAt(time.Hour)
 	ratio := float64(long) / float64(short)
@@ -201,7 +257,7 @@ func TestCancelledWaitGivesSlotBack(t *testing.T) {
 	q := newPacer(c2)
 	q.Observe(state(100, 90))
 	q.Reserve()
-	if got, want := p.Reserve(), q.Reserve(); got != want {
+	if got, want := p.Reserve(), q.Reserve(); got != want || want <= 0 {
 		t.Fatalf("Reserve() after a cancelled Wait = %v; want %v, as if it had not happened", got, want)
 	}
 }
@@ -217,7 +273,7 @@ func TestInvalidOptionsKeepDefaults(t *testing.T) {
 	want := run()
 	nan := math.NaN()
 	got := run(pacer.WithTarget(nan), pacer.WithTarget(2), pacer.WithWindow(-time.Second),
-		pacer.WithGains(nan, -1), pacer.WithInitialGain(math.Inf(1)), pacer.WithMaxDelay(0),
+		pacer.WithGains(nan, -1), pacer.WithGains(math.Inf(1), 1), pacer.WithMaxDelay(0),
 		pacer.WithBurst(1.5), pacer.WithClock(nil))
 	if got != want {
 		t.Fatalf("gap with invalid options = %v; want the default gap %v", got, want)
