@@ -241,7 +241,8 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 	type shape struct{ capacity, rate, cost float64 }
 	shapes := []shape{
 		{10, 1, 1}, {10, 100, 3}, {1, 0.001, 1}, {3.5, 7, 0.25}, {100, 1e6, 0},
-		{1e6, 0.001, 1},     // tolerance ~31 years: waits above 2^53 ns
+		{1e6, 0.001, 1},     // tolerance ~31 years, beyond 2^53 ns
+		{2, 1e-7, 1},        // interval ~116 days: waits above 2^53 ns, returned as text
 		{5, 1e9 / 3, 1},     // interval 3 ns: takes inside one microsecond
 		{2, 1e9 / 1.5, 1.5}, // exact 2.25 ns rounded up
 	}

@@ -19,17 +19,21 @@ import (
 //
 // State is stored as little-endian IEEE doubles packed with the struct
 // library that Redis bundles ("<dd" for a bucket, eight for a burst slot):
-// lossless, and cheaper on the server than text. An expiry instant is passed
-// to PXAT as a Lua number, which Redis prints with 17 significant digits:
-// exact for integer milliseconds.
+// lossless, and cheaper on the server than text. An expiry instant is
+// formatted for PXAT by pxat, as an integer: how Redis would print a bare
+// Lua number has changed between versions.
 
 // luaClock is shared by the scripts: now(i) returns the decision instant
-// from ARGV[i], ARGV[i+1] when the caller gave them, else from TIME.
+// from ARGV[i], ARGV[i+1] when the caller gave them, else from TIME; pxat
+// returns the PXAT argument (Unix milliseconds, rounded up) of an instant.
 const luaClock = `
 local function now(i)
   if ARGV[i] then return tonumber(ARGV[i]), tonumber(ARGV[i + 1]) end
   local t = redis.call('TIME')
   return tonumber(t[1]), tonumber(t[2]) * 1000
+end
+local function pxat(s, n)
+  return string.format('%.0f', s * 1000 + math.ceil(n / 1e6))
 end
 `
 
@@ -61,7 +65,7 @@ end
 if is == 0 and in_ == 0 then return 0 end
 local as, an = bs + is, bn + in_
 if an >= 1e9 then an = an - 1e9; as = as + 1 end
-redis.call('SET', KEYS[1], struct.pack('<dd', as, an), 'PXAT', as * 1000 + math.ceil(an / 1e6))
+redis.call('SET', KEYS[1], struct.pack('<dd', as, an), 'PXAT', pxat(as, an))
 return 0
 `)
 
@@ -72,7 +76,7 @@ var slotAcquireScript = redis.NewScript(`
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 if c >= tonumber(ARGV[1]) then return -c - 1 end
 c = c + 1
-redis.call('SET', KEYS[1], c, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], string.format('%d', c), 'PX', ARGV[2])
 return c
 `)
 
@@ -212,7 +216,7 @@ local rs, rn = reclaim()
 if not before(ns, nn, rs, rn) then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('SET', KEYS[1], struct.pack('<dddddddd', c, rem, ls, ln, es, en, sus, bud), 'PXAT', rs * 1000 + math.ceil(rn / 1e6))
+  redis.call('SET', KEYS[1], struct.pack('<dddddddd', c, rem, ls, ln, es, en, sus, bud), 'PXAT', pxat(rs, rn))
 end
 return res
 `))
