@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +204,73 @@ func TestScriptReloaded(t *testing.T) {
 		if ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1); ok != (i == 0) || err != nil {
 			t.Fatalf("TokenBucket after SCRIPT FLUSH = %v, %v; want %v, nil", ok, err, i == 0)
 		}
+	}
+}
+
+// TestServerClock checks that a decision is taken at the server's time: the
+// TAT an empty bucket stores is the server's TIME during the call plus one
+// interval, whatever the client's clock says.
+func TestServerClock(t *testing.T) {
+	s, c := newTestStore(t)
+	ctx := context.Background()
+	before, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.TokenBucket(ctx, "k", 5, 0.5, 1); !ok || err != nil { // interval 2 s
+		t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
+	}
+	after, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Get(ctx, s.keys.key("k", nsBucket)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := unpack(t, v, 2)
+	tat := time.Unix(f[0], f[1])
+	if now := tat.Add(-2 * time.Second); now.Before(before) || now.After(after) {
+		t.Errorf("stored TAT %v = now %v + 2s; want now within the server's TIME [%v, %v]", tat, now, before, after)
+	}
+}
+
+// TestReplicasShareLimits races two Stores on two clients (two connection
+// pools, standing in for two replicas of a service) for the same slots and
+// the same bucket: exactly the limit is granted in total.
+func TestReplicasShareLimits(t *testing.T) {
+	s1, _ := newTestStore(t)
+	c2 := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	t.Cleanup(func() { c2.Close() })
+	s2 := New(c2, WithPrefix(s1.keys.prefix))
+	stores := []*Store{s1, s2}
+
+	const goroutines, limit = 32, 7
+	var acquired, admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[g%2]
+			ctx := context.Background()
+			ok, _, err := s.AcquireSlot(ctx, "slots", limit, time.Minute)
+			if err != nil {
+				failed.Add(1)
+			} else if ok {
+				acquired.Add(1)
+			}
+			ok, _, err = s.TokenBucket(ctx, "bucket", limit, 1.0/3600, 1)
+			if err != nil {
+				failed.Add(1)
+			} else if ok {
+				admitted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 0 || acquired.Load() != limit || admitted.Load() != limit {
+		t.Errorf("%d goroutines over two stores: %d slots acquired, %d takes admitted, %d errors; want %d, %d, 0",
+			goroutines, acquired.Load(), admitted.Load(), failed.Load(), limit, limit)
 	}
 }
