@@ -55,6 +55,14 @@ var _ pace.Store = (*Store)(nil)
 // (pace.AdmitBurst and friends, translated to SQL with the same double
 // precision operations in the same order) agree with the Go reference to the
 // nanosecond. Expiry times are saturated at the largest int64 (year 2262).
+// A server clock stepped backwards is handled as the Go arithmetic handles
+// it: a bucket refills only once the clock has caught up with its TAT, and a
+// burst slot is charged nothing for the negative interval.
+//
+// The functions expect READ COMMITTED, PostgreSQL's default isolation level:
+// when two calls race to create the same key, the loser re-reads the winner's
+// row and decides on it. Under a default of REPEATABLE READ or SERIALIZABLE
+// that race returns a serialization error instead.
 //
 // By default each call commits asynchronously (see WithSynchronousCommit):
 // its decision is visible to every other connection at once, but a server
