@@ -456,6 +456,7 @@ func TestBoundedGrowth(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("peak rows per table over %d distinct keys, %d live at a time: %v", keys, live, maxRows)
 	for _, table := range tables {
 		if maxRows[table] > live+batch+1 {
 			t.Errorf("%s peaked at %d rows for %d live keys and a sweep batch of %d", table, maxRows[table], live, batch)
