@@ -58,7 +58,7 @@ func WithSchema(name string) Option {
 // counter zero, which for a rate limiter is usually acceptable. The default is
 // false (ordinary, crash-safe tables). New converts existing tables when the
 // option differs from what it finds, which rewrites them under an exclusive
-// lock.
+// lock: every process sharing a schema should pass the same value.
 func WithUnlogged(on bool) Option {
 	return func(c *config) { c.unlogged = on }
 }
