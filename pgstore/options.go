@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/ratepace/pace"
 )
@@ -29,12 +31,14 @@ const (
 func newConfig(opts []Option) (config, error) {
 	cfg := config{schema: DefaultSchema, sweep: DefaultSweepBatch}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	// PostgreSQL truncates identifiers to NAMEDATALEN-1 = 63 bytes; two
 	// names that differ only past that would silently share a schema.
-	if cfg.schema == "" || len(cfg.schema) > 63 {
-		return cfg, fmt.Errorf("%w: schema name %q must be 1 to 63 bytes", pace.ErrInvalidArgument, cfg.schema)
+	if cfg.schema == "" || len(cfg.schema) > 63 || strings.ContainsRune(cfg.schema, 0) || !utf8.ValidString(cfg.schema) {
+		return cfg, fmt.Errorf("%w: schema name %q must be 1 to 63 bytes of UTF-8 without NUL", pace.ErrInvalidArgument, cfg.schema)
 	}
 	if cfg.sweep < 0 {
 		return cfg, fmt.Errorf("%w: negative sweep batch %d", pace.ErrInvalidArgument, cfg.sweep)
@@ -45,8 +49,10 @@ func newConfig(opts []Option) (config, error) {
 // WithSchema sets the PostgreSQL schema that holds the store's tables and
 // functions. The default is DefaultSchema ("pace"). The name is used as a
 // quoted identifier (case and punctuation are kept) and must be 1 to 63
-// bytes long. Stores in different schemas share nothing; stores in the same
-// schema, in any number of processes, share every key.
+// bytes of UTF-8 without NUL; any other name makes New fail with an error
+// wrapping pace.ErrInvalidArgument. Stores in different schemas share
+// nothing; stores in the same schema, in any number of processes, share
+// every key.
 func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
 }

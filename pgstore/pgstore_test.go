@@ -65,6 +65,8 @@ func TestNewOptions(t *testing.T) {
 		{"EmptySchema", []Option{WithSchema("")}},
 		{"LongSchema", []Option{WithSchema(strings.Repeat("s", 64))}},
 		{"NegativeSweep", []Option{WithSweepBatch(-1)}},
+		{"NULInSchema", []Option{WithSchema("pa\x00ce")}},
+		{"InvalidUTF8Schema", []Option{WithSchema("pa\xffce")}},
 	} {
 		if _, err := New(ctx, pool, tc.opts...); !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: New = %v, want ErrInvalidArgument", tc.name, err)
