@@ -341,16 +341,29 @@ func TestFailurePolicyCallerCancel(t *testing.T) {
 
 func TestFailurePolicyTimeout(t *testing.T) {
 	const timeout = 20 * time.Millisecond
+	const watchdog = 250 * timeout
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
 		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
 		start := time.Now()
-		ok, _, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
-		if ok != (p == pace.FailOpen) || err != nil {
-			t.Errorf("%v: TokenBucket on a hung backend = %v, %v; want %v, nil", p, ok, err, p == pace.FailOpen)
+		got := make(chan policyDecision, 1)
+		go func() {
+			ok, _, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
+			got <- policyDecision{allowed: ok, err: err}
+		}()
+		var d policyDecision
+		select {
+		case d = <-got:
+		case <-time.After(watchdog):
+			// Not a synchronisation: a bound that turns a hang into a
+			// failure, 250 times the timeout.
+			t.Fatalf("%v: TokenBucket on a hung backend still running after %v, with a timeout of %v", p, watchdog, timeout)
 		}
 		end := time.Now()
+		if d.allowed != (p == pace.FailOpen) || d.err != nil {
+			t.Errorf("%v: TokenBucket on a hung backend = %v, %v; want %v, nil", p, d.allowed, d.err, p == pace.FailOpen)
+		}
 		// The backend must have been given the deadline start+timeout, set
 		// during the call: that, not a measured elapsed time, is what bounds
 		// the call.
