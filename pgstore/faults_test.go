@@ -180,10 +180,13 @@ type outcome struct {
 }
 
 // TestFaults kills the store's server in the middle of a load and restarts
-// it. It checks that while the server is down every call fails, and returns
-// within its context deadline (plus a margin for a loaded machine); that
-// nothing panics or hangs; and that the same Store, on the same pool, makes
-// exact decisions again once the server is back.
+// it. It checks that every call, including those in flight at the kill,
+// returns within its context deadline (plus a margin for a loaded machine);
+// that every call made while the server is down fails; that nothing panics
+// or hangs; and that the same Store, on the same pool, makes exact decisions
+// again once the server is back. Then it freezes every server process
+// (SIGSTOP, connections left open) and checks that calls return
+// context.DeadlineExceeded at their deadline, and work again after SIGCONT.
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts its own PostgreSQL cluster; skipped with -short")
