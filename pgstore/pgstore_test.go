@@ -251,13 +251,32 @@ func TestNamespacesAndDelete(t *testing.T) {
 }
 
 // TestDatabaseClock checks the production path, where time comes from the
-// server: a bucket of one token at one per second refuses the second take
-// and reports a wait of at most one second.
+// server: the stored TAT of a first take lies one interval after an instant
+// read from the database clock during the call, and a bucket of one token at
+// one per second refuses the second take with a wait of at most one second.
 func TestDatabaseClock(t *testing.T) {
-	s, _ := newTestStore(t, testPool(t))
+	pool := testPool(t)
+	s, schema := newTestStore(t, pool)
 	ctx := context.Background()
+	dbNow := func() int64 {
+		t.Helper()
+		var ns int64
+		if err := pool.QueryRow(ctx, "SELECT "+pgx.Identifier{schema}.Sanitize()+".now_ns()").Scan(&ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	before := dbNow()
 	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1); err != nil || !ok {
 		t.Fatalf("first take = %v, %v; want true", ok, err)
+	}
+	after := dbNow()
+	var tat int64
+	if err := pool.QueryRow(ctx, "SELECT tat FROM "+pgx.Identifier{schema, "buckets"}.Sanitize()).Scan(&tat); err != nil {
+		t.Fatal(err)
+	}
+	if at := tat - int64(time.Second); at < before || at > after || at%1000 != 0 {
+		t.Fatalf("stored TAT - 1s = %d; want a microsecond reading of the database clock in [%d, %d]", at, before, after)
 	}
 	ok, wait, err := s.TokenBucket(ctx, "k", 1, 1, 1)
 	if err != nil || ok || wait <= 0 || wait > time.Second {
