@@ -252,8 +252,9 @@ func TestNamespacesAndDelete(t *testing.T) {
 
 // TestDatabaseClock checks the production path, where time comes from the
 // server: the stored TAT of a first take lies one interval after an instant
-// read from the database clock during the call, and a bucket of one token at
-// one per second refuses the second take with a wait of at most one second.
+// read from the database clock during the call, and a bucket of one token
+// refilled once an hour refuses the second take with a wait of at most an
+// hour.
 func TestDatabaseClock(t *testing.T) {
 	pool := testPool(t)
 	s, schema := newTestStore(t, pool)
@@ -267,7 +268,8 @@ func TestDatabaseClock(t *testing.T) {
 		return ns
 	}
 	before := dbNow()
-	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1); err != nil || !ok {
+	const perHour = 1.0 / 3600
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, perHour, 1); err != nil || !ok {
 		t.Fatalf("first take = %v, %v; want true", ok, err)
 	}
 	after := dbNow()
@@ -275,12 +277,12 @@ func TestDatabaseClock(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT tat FROM "+pgx.Identifier{schema, "buckets"}.Sanitize()).Scan(&tat); err != nil {
 		t.Fatal(err)
 	}
-	if at := tat - int64(time.Second); at < before || at > after || at%1000 != 0 {
-		t.Fatalf("stored TAT - 1s = %d; want a microsecond reading of the database clock in [%d, %d]", at, before, after)
+	if at := tat - int64(time.Hour); at < before || at > after || at%1000 != 0 {
+		t.Fatalf("stored TAT - 1h = %d; want a microsecond reading of the database clock in [%d, %d]", at, before, after)
 	}
-	ok, wait, err := s.TokenBucket(ctx, "k", 1, 1, 1)
-	if err != nil || ok || wait <= 0 || wait > time.Second {
-		t.Fatalf("second take = %v, %v, %v; want false, (0, 1s], nil", ok, wait, err)
+	ok, wait, err := s.TokenBucket(ctx, "k", 1, perHour, 1)
+	if err != nil || ok || wait <= 0 || wait > time.Hour {
+		t.Fatalf("second take = %v, %v, %v; want false, (0, 1h], nil", ok, wait, err)
 	}
 }
 
