@@ -30,24 +30,29 @@ const (
 	maxOps     = 200_000 // per worker: the load stops by itself
 )
 
-// loadStats counts the outcomes of the load since the last reset and keeps
-// the slowest call.
+// loadStats counts the outcomes of the calls started since the last reset
+// (so that a call answered just before a kill does not count as a success
+// after it), and keeps the slowest call and the late ones of every call
+// that ended since the last reset.
 type loadStats struct {
 	ok, failed atomic.Int64
 	mu         sync.Mutex
+	since      time.Time
 	slowest    time.Duration
 	slowErr    error
 	late       []string // calls that outlived opTimeout + slack
 }
 
-func (l *loadStats) record(d time.Duration, err error) {
-	if err == nil {
-		l.ok.Add(1)
-	} else {
-		l.failed.Add(1)
-	}
+func (l *loadStats) record(start time.Time, d time.Duration, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !start.Before(l.since) {
+		if err == nil {
+			l.ok.Add(1)
+		} else {
+			l.failed.Add(1)
+		}
+	}
 	if d > l.slowest {
 		l.slowest, l.slowErr = d, err
 	}
@@ -111,7 +116,7 @@ func TestFaults(t *testing.T) {
 				if errors.Is(err, pace.ErrInvalidArgument) || errors.Is(err, pace.ErrClosed) {
 					t.Errorf("worker %d: call %d failed with %v; want a backend error", w, i, err)
 				}
-				stats.record(d, err)
+				stats.record(start, d, err)
 				select {
 				case tick <- struct{}{}:
 				default:

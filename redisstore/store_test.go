@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,64 +120,79 @@ func TestInvalidConfiguration(t *testing.T) {
 
 // TestEveryKeyExpires checks the expiry of each namespace's key right after
 // a write: a bucket at its TAT, a slot at its TTL, a burst slot at its
-// ReclaimAt, a value at its TTL, and a value with ttl 0 never.
+// ReclaimAt, a value at its TTL, and a value with ttl 0 never. Instants are
+// compared exactly (PEXPIRETIME against the stored state); TTLs with a
+// margin for a slow machine.
 func TestEveryKeyExpires(t *testing.T) {
 	s, c := newTestStore(t)
 	ctx := context.Background()
-	pttl := func(key string) time.Duration {
+	pttl := func(what, key string, lo, hi time.Duration) {
 		t.Helper()
 		d, err := c.PTTL(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d
-	}
-	within := func(what string, got, lo, hi time.Duration) {
-		t.Helper()
-		if got < lo || got > hi {
-			t.Errorf("%s: PTTL %v; want within [%v, %v]", what, got, lo, hi)
+		if d < lo || d > hi {
+			t.Errorf("%s: PTTL %v; want within [%v, %v]", what, d, lo, hi)
 		}
 	}
-	// 1 token per second, capacity 10: three takes leave a TAT 3 s ahead.
+	expiresAt := func(what, key string, want time.Time) {
+		t.Helper()
+		if got, want := expiryMillis(t, c, key), ceilUnixMillis(want); got != want {
+			t.Errorf("%s: expires at %d ms; want %d ms (%v)", what, got, want, want)
+		}
+	}
+
 	for range 3 {
 		if ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1); !ok || err != nil {
 			t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
 		}
 	}
-	within("bucket after 3 takes at 1/s", pttl(s.keys.key("k", nsBucket)), 2*time.Second, 3*time.Second+time.Millisecond)
+	bucketKey := s.keys.key("k", nsBucket)
+	v, err := c.Get(ctx, bucketKey).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := unpack(t, v, 2)
+	expiresAt("bucket", bucketKey, time.Unix(f[0], f[1]))
+	pttl("bucket after 3 takes at 1/s", bucketKey, time.Millisecond, 3*time.Second+time.Millisecond)
 
 	if ok, _, err := s.AcquireSlot(ctx, "k", 5, 90*time.Second); !ok || err != nil {
 		t.Fatalf("AcquireSlot = %v, %v", ok, err)
 	}
-	within("slot with ttl 90s", pttl(s.keys.key("k", nsSlot)), 89*time.Second, 90*time.Second)
+	pttl("slot with ttl 90s", s.keys.key("k", nsSlot), 80*time.Second, 90*time.Second)
 	if err := s.RefreshSlot(ctx, "k", 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	within("slot refreshed to 3m", pttl(s.keys.key("k", nsSlot)), 179*time.Second, 180*time.Second)
+	pttl("slot refreshed to 3m", s.keys.key("k", nsSlot), 170*time.Second, 180*time.Second)
 
-	// At or below sustained with a full budget, ReclaimAt is the expiry.
-	if ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 4, time.Minute, 45*time.Second); !ok || err != nil {
-		t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
-	}
-	within("burst slot with ttl 45s", pttl(s.keys.key("k", nsBurst)), 44*time.Second, 45*time.Second+time.Millisecond)
-	// Above sustained it is kept two refill windows past the expiry.
-	for range 2 {
+	burstKey := s.keys.key("k", nsBurst)
+	for i := range 3 {
 		if ok, _, err := s.AcquireSlotBurst(ctx, "k", 2, 4, time.Minute, 45*time.Second); !ok || err != nil {
 			t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
 		}
+		st, ok := burstState(t, c, burstKey)
+		if !ok {
+			t.Fatalf("burst slot absent after %d admissions", i+1)
+		}
+		want := st.Expires // at or below sustained, with a full budget
+		if i == 2 {
+			want = st.Expires.Add(2 * pace.BurstRefillWindow) // above sustained
+		}
+		if !st.ReclaimAt().Equal(want) {
+			t.Fatalf("after %d admissions ReclaimAt = %v; want %v", i+1, st.ReclaimAt(), want)
+		}
+		expiresAt("burst slot after "+strconv.Itoa(i+1)+" admissions", burstKey, want)
 	}
-	within("burst slot above sustained", pttl(s.keys.key("k", nsBurst)), 2*pace.BurstRefillWindow+44*time.Second, 2*pace.BurstRefillWindow+45*time.Second+time.Millisecond)
 
 	if err := s.Set(ctx, "k2", []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	within("value with ttl 1m", pttl(s.keys.key("k2", nsValue)), 59*time.Second, time.Minute)
+	pttl("value with ttl 1m", s.keys.key("k2", nsValue), 50*time.Second, time.Minute)
 	if err := s.Set(ctx, "k3", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := pttl(s.keys.key("k3", nsValue)); got != -1 {
-		t.Errorf("value with ttl 0: PTTL %v; want -1 (no expiry)", got)
-	}
+	pttl("value with ttl 0", s.keys.key("k3", nsValue), -1, -1) // -1: no expiry
 }
 
 // TestScriptReloaded checks that the Store keeps working when the server has
