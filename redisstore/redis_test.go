@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,17 +40,28 @@ func unavailable(tb testing.TB, format string, args ...any) {
 	tb.Skipf("%s; start one with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no (or set PACE_REDIS_ADDR)", msg)
 }
 
+// probe remembers whether the test server answered, so that a missing
+// server costs one attempt per test binary, not one per test.
+var probe struct {
+	once sync.Once
+	err  error
+}
+
 // testClient returns a client of the test server, closed at the end of the
 // test, or skips (fails under CI) when the server is unreachable.
 func testClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		unavailable(tb, "redis at %s unreachable: %v", redisAddr(), err)
+	probe.once.Do(func() {
+		c := redis.NewClient(&redis.Options{Addr: redisAddr(), MaxRetries: -1, DialerRetries: 1})
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		probe.err = c.Ping(ctx).Err()
+	})
+	if probe.err != nil {
+		unavailable(tb, "redis at %s unreachable: %v", redisAddr(), probe.err)
 	}
+	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { c.Close() })
 	return c
 }
