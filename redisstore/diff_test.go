@@ -136,8 +136,9 @@ func sameState(a, b pace.BurstSlotState) bool {
 // every step, with the key expiring at the state's ReclaimAt.
 //
 // The Go side models what the Store promises: a state whose ReclaimAt is not
-// after now is absent. Budgets stay below 2^47 ns and intervals below 2^58 ns,
-// inside the range where burst.go's int64 sums cannot overflow.
+// after now is absent. Budgets stay below 2^47 ns, inside the 2^53 range
+// where the server's doubles hold them exactly (the documented limit); TTLs
+// and clock steps reach years, so elapsed times pass 2^53 ns too.
 func TestBurstMatchesReference(t *testing.T) {
 	clock := newFakeClock()
 	s, c := newTestStore(t, withClock(clock.Now))
