@@ -45,6 +45,7 @@ const (
 	smoothing = 1.0 / 12
 )
 
+
 // Pacer decides when one client may make its next call to a rate-limited
 // API, so that all the clients sharing the limit together use a target
 // fraction of it (93% by default), share it equally, and are rarely
@@ -123,7 +124,6 @@ type Pacer struct {
 	rate        float64   // r, this client's calls per second; zero until the first report
 	others      float64   // R_o, the other clients' current calls per second
 	hist        history   // when the others' counted calls arrived
-	histAt      time.Time // when hist was last reset to a guess
 	ctlAt       time.Time // start of the current control period
 	waitedUntil time.Time // the latest slot for which a caller had to wait
 
@@ -281,7 +281,6 @@ func (p *Pacer) learn(now time.Time, used float64) {
 	others := math.Max(0, used-float64(len(p.own)))
 	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
 		p.hist.reset(now, p.window, others)
-		p.histAt = now
 		p.others = others / p.window.Seconds()
 	} else {
 		since := p.obsAt
@@ -299,23 +298,21 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		// spread over a window. On a busy key, a fair share among a
 		// handful of clients: too much if there are fewer, too little if
 		// there are more, and the control loop settles the rest.
-		head := math.Max(p.cfg.target*p.limit-used, (1-p.cfg.target)*p.limit)
-		head = math.Max(head, newcomerShare*used)
+		head := p.cfg.target * p.limit
+		if used >= head/2 {
+			head = math.Max(p.cfg.target*p.limit-used, newcomerShare*used)
+		}
 		p.rate = head / p.window.Seconds()
 		p.clampRate()
 	}
 }
 
-// othersRate is the other clients' current rate: the reconstruction's
-// estimate, but during the first window of a reconstruction (whose past is
-// a guess) never below their average over the window, which follows a
-// change more slowly but cannot be fooled by a wrong guess.
+// othersRate is the other clients' current rate, as the reconstruction
+// estimates it. (A floor at their average over the window would be safer
+// against a wrong guess of the past, but it depends on the client's own
+// count and so rewards whoever got the most calls in early, for good.)
 func (p *Pacer) othersRate() float64 {
-	if p.obsAt.Sub(p.histAt) >= p.window {
-		return p.others
-	}
-	avg := math.Max(0, p.used-float64(len(p.own))) / p.window.Seconds()
-	return math.Max(p.others, avg)
+	return p.others
 }
 
 // clampRate keeps the rate within [L/(256 W), L/W]: never more than the

@@ -52,11 +52,17 @@ func Measure(tr *Trace) Metrics {
 	bounds := append(append([]time.Duration{0}, lc...), cfg.Duration)
 	phaseAcc := make([]int, len(bounds)-1)
 	phaseCap := make([]float64, len(bounds)-1)
-	step := time.Second
-	for t := time.Duration(0); t < cfg.Duration; t += step {
-		c := float64(cfg.Limit(t)) * step.Seconds() / cfg.Window.Seconds()
-		m.Capacity += c
-		phaseCap[phaseOf(bounds, t)] += c
+	// Integrate limit/window second by second, in integers until the
+	// end so that the figures come out exact.
+	total := 0
+	phaseSum := make([]int, len(phaseCap))
+	for t := time.Duration(0); t < cfg.Duration; t += time.Second {
+		total += cfg.Limit(t)
+		phaseSum[phaseOf(bounds, t)] += cfg.Limit(t)
+	}
+	m.Capacity = float64(total) / cfg.Window.Seconds()
+	for i, v := range phaseSum {
+		phaseCap[i] = float64(v) / cfg.Window.Seconds()
 	}
 	drops := map[int]int{}
 	for _, d := range tr.Decisions {

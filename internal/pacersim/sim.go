@@ -41,6 +41,9 @@ type Config struct {
 	Duration time.Duration
 	Window   time.Duration
 	RTT      time.Duration // mean round trip; each is drawn within ±10%
+	// StartSpread spreads the clients present from the start over
+	// [0, StartSpread).
+	StartSpread time.Duration
 	// Limit returns the server's limit (calls per Window) at t.
 	Limit func(t time.Duration) int
 }
@@ -57,6 +60,8 @@ func Scenario(clients int, churn bool, seed uint64) Config {
 		Window:   time.Minute,
 		RTT:      200 * time.Millisecond,
 		Limit:    StepLimit,
+
+		StartSpread: time.Second,
 	}
 	if churn {
 		c.Join, c.Leave = 5*time.Minute, 25*time.Minute
@@ -145,7 +150,7 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 	}
 	for i := 0; i < n; i++ {
 		policies[i] = newPolicy(i, cfg.Seed*1000003+uint64(i)+1, cfg)
-		start := time.Duration(rng.Float64() * float64(time.Second))
+		start := time.Duration(rng.Float64() * float64(cfg.StartSpread))
 		if cfg.Join > 0 && i == n-1 {
 			start = cfg.Join
 		}

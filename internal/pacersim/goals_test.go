@@ -1,0 +1,132 @@
+package pacersim
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+)
+
+// The goals of issue 4 for the pacer in the simulation (seed 1), and the
+// figures actually reached where a goal is out of reach. A goal that is
+// met needs no entry in shortfalls; one that is not must be listed there
+// with the figure reached, which the test then holds the pacer to. The
+// goals themselves are never loosened here: docs/pacer.md explains each
+// shortfall.
+var shortfalls = map[string]float64{
+	// filled in from TestGoals' output; see docs/pacer.md
+}
+
+type goal struct {
+	name   string
+	got    float64
+	target float64
+	atMost bool // the goal is got <= target (else got >= target)
+}
+
+func (g goal) met() bool {
+	if g.atMost {
+		return g.got <= g.target
+	}
+	return g.got >= g.target
+}
+
+var (
+	compareOnce sync.Once
+	compareRows []Row
+)
+
+// table runs the whole comparison once per test binary.
+func table() []Row {
+	compareOnce.Do(func() { compareRows = Compare(1) })
+	return compareRows
+}
+
+func pacerRow(t *testing.T, n int, churn bool) Metrics {
+	t.Helper()
+	for _, r := range table() {
+		if r.Policy == "pacer" && r.Clients == n && r.Churn == churn {
+			return r.Metrics
+		}
+	}
+	t.Fatalf("no pacer row for N=%d churn=%v", n, churn)
+	return Metrics{}
+}
+
+func goals(t *testing.T) []goal {
+	var gs []goal
+	for _, sc := range []struct {
+		n        int
+		churn    bool
+		maxRatio float64
+		minJ     float64
+		maxConv  float64
+	}{
+		{1, false, 0.005, 0, 0},
+		{4, false, 0.01, 0.97, 0},
+		{16, false, 0.03, 0.93, 0},
+		{4, true, 0.01, 0.97, 3},
+		{16, true, 0.03, 0.93, 5},
+	} {
+		m := pacerRow(t, sc.n, sc.churn)
+		name := fmt.Sprintf("N=%d", sc.n)
+		clients := sc.n
+		if sc.churn {
+			name += " churn"
+			clients++
+		}
+		gs = append(gs, goal{name + " utilisation", m.Utilisation, 0.85, false})
+		for i, u := range m.PhaseUtilisation {
+			gs = append(gs, goal{fmt.Sprintf("%s utilisation phase %d", name, i+1), u, 0.85, false})
+		}
+		gs = append(gs, goal{name + " 429 ratio", m.RejectRatio, sc.maxRatio, true})
+		if sc.minJ > 0 {
+			gs = append(gs, goal{name + " fairness", m.FairnessMin, sc.minJ, false})
+		}
+		if sc.maxConv > 0 {
+			gs = append(gs, goal{name + " join convergence (windows)", m.Convergence, sc.maxConv, true})
+		}
+		gs = append(gs, goal{name + " 429s in the window after the drop", float64(m.DropRejects), float64(clients + 3), true})
+	}
+	return gs
+}
+
+func TestGoals(t *testing.T) {
+	for _, g := range goals(t) {
+		if g.met() {
+			if _, listed := shortfalls[g.name]; listed {
+				t.Errorf("%s = %.4f meets the goal %.4f but is listed as a shortfall: remove it from shortfalls and the docs", g.name, g.got, g.target)
+			}
+			continue
+		}
+		reached, listed := shortfalls[g.name]
+		if !listed {
+			t.Errorf("%s = %.4f; goal %.4f, and no documented shortfall", g.name, g.got, g.target)
+			continue
+		}
+		worse := g.got < reached-1e-3
+		if g.atMost {
+			worse = g.got > reached+1e-3 || math.IsInf(g.got, 1) && !math.IsInf(reached, 1)
+		}
+		if worse {
+			t.Errorf("%s = %.4f; goal %.4f (not met), and worse than the documented %.4f", g.name, g.got, g.target, reached)
+			continue
+		}
+		t.Logf("goal not met: %s = %.4f (goal %.4f)", g.name, g.got, g.target)
+	}
+}
+
+// TestNoBaselineBeatsThePacer checks the last goal: at every N, no
+// baseline has both a higher utilisation and a lower 429 ratio.
+func TestNoBaselineBeatsThePacer(t *testing.T) {
+	for _, r := range table() {
+		if r.Policy == "pacer" {
+			continue
+		}
+		p := pacerRow(t, r.Clients, r.Churn)
+		if r.Metrics.Utilisation > p.Utilisation && r.Metrics.RejectRatio < p.RejectRatio {
+			t.Errorf("N=%d churn=%v: %s has utilisation %.3f > %.3f and 429 ratio %.4f < %.4f",
+				r.Clients, r.Churn, r.Policy, r.Metrics.Utilisation, p.Utilisation, r.Metrics.RejectRatio, p.RejectRatio)
+		}
+	}
+}
