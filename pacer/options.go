@@ -24,7 +24,7 @@ type config struct {
 func defaults() config {
 	return config{
 		clock:    systemClock{},
-		target:   0.93,
+		target:   0.95,
 		window:   time.Minute,
 		increase: 0.2,
 		decrease: 2,
@@ -46,7 +46,7 @@ func WithClock(c Clock) Option {
 }
 
 // WithTarget sets the fraction of the limit that all the clients of a key
-// together aim to use, in (0, 1). Default: 0.93. The rest is the margin
+// together aim to use, in (0, 1). Default: 0.95. The rest is the margin
 // that absorbs noise, newcomers and limit changes.
 func WithTarget(f float64) Option {
 	return func(cfg *config) {

@@ -43,12 +43,17 @@ const (
 	// smoothing is the time constant, in windows, of the estimate of the
 	// other clients' rate.
 	smoothing = 1.0 / 12
+	// fairPenalty inflates the projected utilisation a client compares
+	// with the target by fairPenalty·√(s(1−s)) for a client with share s
+	// of the total: a client with more than the others sees itself above
+	// the target first and gives way, whatever the number of clients; a
+	// lone client (s = 1) pays nothing.
+	fairPenalty = 0.2
 )
-
 
 // Pacer decides when one client may make its next call to a rate-limited
 // API, so that all the clients sharing the limit together use a target
-// fraction of it (93% by default), share it equally, and are rarely
+// fraction of it (95% by default), share it equally, and are rarely
 // refused. It needs no coordination: every client runs a Pacer of its own
 // and learns about the others only from the shared count the server
 // reports (X-RateLimit-Used, or limit minus remaining).
@@ -67,15 +72,17 @@ const (
 //     when the counted calls will leave the window.
 //   - Control, once per W/60 rather than per response, so that a client
 //     that calls more often does not adapt faster. The projected
-//     utilisation is x = (r + R_o)·W / L, or the reported count over the
-//     limit if that is higher. Above the target, r shrinks
-//     multiplicatively, faster the further above. Below it, r grows by the
-//     same additive step for every client (proportional to the gap), plus
-//     a step proportional to the client's own share of the total, which
-//     sums to the same for any number of clients. Additive increase with
-//     multiplicative decrease on a shared signal equalises the rates
-//     (Chiu and Jain). A client that is not using its allowance (it never
-//     has to wait) does not grow its rate.
+//     utilisation is x = (r + R_o)·W / L, inflated by a small penalty
+//     that grows with the client's share s of the total (0.2·√(s(1−s)):
+//     the client with more than the others sees itself over the target
+//     first and gives way), or the reported count over the limit if that
+//     is higher. Above the target, r shrinks multiplicatively, faster the
+//     further above. Below it, r grows by the same additive step for every
+//     client (proportional to the gap), plus a step proportional to its
+//     share, which sums to the same for any number of clients. Additive
+//     increase with multiplicative decrease on a shared signal pulls the
+//     rates together (Chiu and Jain). A client that is not using its
+//     allowance (it never has to wait) does not grow its rate.
 //   - The barrier. When the predicted count is within one call of the
 //     limit, the next call waits until the reconstruction says a call has
 //     left the window, but never longer than the maximum delay (W/2 by
@@ -517,15 +524,17 @@ func (p *Pacer) control(now time.Time) {
 		if p.rate > 0 && p.limit > 0 && p.hasUsed && p.used <= p.limit && end.Sub(p.obsAt) < p.window {
 			target := p.cfg.target
 			// Where the count settles if everyone keeps calling at the
-			// current rates, or where it is, whichever is higher. (A
-			// count above the limit means the limit moved, not the
-			// clients; the count drains by itself and the rate holds.)
-			x := math.Max((p.rate+p.othersRate())*w/p.limit, p.used/p.limit)
+			// current rates (with the fairness penalty), or where it is,
+			// whichever is higher. (A count above the limit means the
+			// limit moved, not the clients; the count drains by itself
+			// and the rate holds.)
+			share := p.rate / (p.rate + p.othersRate())
+			x := (p.rate + p.othersRate()) * w / p.limit * (1 + fairPenalty*math.Sqrt(share*(1-share)))
+			x = math.Max(x, p.used/p.limit)
 			switch {
 			case x > target:
 				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
 			case !p.waitedUntil.Before(p.ctlAt):
-				share := p.rate / (p.rate + p.othersRate())
 				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods
 			}
 			p.clampRate()
