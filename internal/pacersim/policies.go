@@ -18,6 +18,7 @@ var Policies = []struct {
 	{"barrier-g2", NewBarrier(2)},
 	{"feedback", NewFeedback},
 	{"aws-cubic", NewAWSAdaptive},
+	{"suggested", NewSuggested},
 }
 
 // epoch anchors simulated durations to wall-clock values for the pacer.
