@@ -56,6 +56,8 @@ func TestEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
+	// late counts the calls accepted after four windows, when the start
+	// is over: the fairness is measured on those.
 	type tally struct{ ok, refused, late int }
 	tallies := make([]tally, clients)
 	var wg sync.WaitGroup
@@ -101,22 +103,70 @@ func TestEndToEnd(t *testing.T) {
 	ratio := float64(refused) / float64(ok+refused)
 	j := pacersim.Jain(late)
 	capacity := limit * duration.Seconds() / 2
-	t.Logf("accepted %d (utilisation %.2f of %v), refused %d (429 ratio %.4f), per client after the first window %v (J %.3f)",
+	t.Logf("accepted %d (utilisation %.2f of %v), refused %d (429 ratio %.4f), per client after four windows %v (J %.3f)",
 		ok, float64(ok)/capacity, capacity, refused, ratio, late, j)
 	if ratio > e2eMaxRatio {
 		t.Errorf("429 ratio = %.4f; want <= %.3f", ratio, e2eMaxRatio)
 	}
 	if j < e2eMinJain || math.IsNaN(j) {
-		t.Errorf("Jain's index after the first window = %.3f; want >= %.2f", j, e2eMinJain)
+		t.Errorf("Jain's index after four windows = %.3f; want >= %.2f", j, e2eMinJain)
 	}
 	if float64(ok) < 0.5*capacity {
 		t.Errorf("accepted %d calls; want at least half the capacity (%v): a pacer that denies all would pass the other checks", ok, capacity)
 	}
 }
 
-// Margins chosen from measurement (see docs/pacer.md): loose enough for a
-// loaded 2-core machine, tight enough to catch a pacer that does not pace.
+// Margins chosen from measurement on a 2-core machine, 19 runs of which 8
+// ran at once (see docs/pacer.md): the 429 ratio was 0.84%–1.1%, Jain's index
+// 0.80–0.99 (TestEndToEndControl shows unpaced clients far above the
+// ratio bound). The fairness bound is loose
+// because shares set in the first windows even out only slowly: it catches
+// a pacer that lets one client starve the others, not a 10% imbalance.
 const (
-	e2eMaxRatio = 0.05
-	e2eMinJain  = 0.90
+	e2eMaxRatio = 0.03
+	e2eMinJain  = 0.75
 )
+
+// TestEndToEndControl runs the same server with unpaced clients, to show
+// that the 429 bound of TestEndToEnd discriminates.
+func TestEndToEndControl(t *testing.T) {
+	srv := &e2eServer{limit: 60, window: &pacersim.Server{Window: 2 * time.Second}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	srv.start = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var ok, refused int
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			client := &http.Client{Transport: base}
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				mu.Lock()
+				if resp.StatusCode == http.StatusTooManyRequests {
+					refused++
+				} else {
+					ok++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ratio := float64(refused) / float64(ok+refused)
+	t.Logf("unpaced: accepted %d, refused %d (429 ratio %.3f)", ok, refused, ratio)
+	if ratio <= e2eMaxRatio {
+		t.Fatalf("unpaced clients got a 429 ratio of %.3f, within the bound %.3f the pacer is held to: the bound tests nothing", ratio, e2eMaxRatio)
+	}
+}

@@ -14,7 +14,20 @@ import (
 // goals themselves are never loosened here: docs/pacer.md explains each
 // shortfall.
 var shortfalls = map[string]float64{
-	// filled in from TestGoals' output; see docs/pacer.md
+	// After the limit drops from 120 to 40, the 110 calls counted in the
+	// window keep it full for about 40 s; the pacer then refills the
+	// window at its new, lower rate while the old calls are still leaving
+	// it quickly, and only part of that first minute's capacity is used.
+	"N=4 utilisation phase 2":       0.7950,
+	"N=4 churn utilisation phase 2": 0.7950,
+	"N=16 utilisation phase 2":      0.8225,
+	// Shares set during the first windows (the start, a join) even out
+	// only slowly: once the total sits on the target, only the fairness
+	// penalty pulls the rates together.
+	"N=4 fairness":                          0.9627,
+	"N=4 churn fairness":                    0.9646,
+	"N=16 churn fairness":                   0.8569,
+	"N=16 churn join convergence (windows)": math.Inf(1),
 }
 
 type goal struct {
@@ -106,7 +119,7 @@ func TestGoals(t *testing.T) {
 		}
 		worse := g.got < reached-1e-3
 		if g.atMost {
-			worse = g.got > reached+1e-3 || math.IsInf(g.got, 1) && !math.IsInf(reached, 1)
+			worse = g.got > reached+1e-3 && !math.IsInf(reached, 1)
 		}
 		if worse {
 			t.Errorf("%s = %.4f; goal %.4f (not met), and worse than the documented %.4f", g.name, g.got, g.target, reached)
