@@ -290,3 +290,37 @@ func TestReplicasShareLimits(t *testing.T) {
 			goroutines, acquired.Load(), admitted.Load(), failed.Load(), limit, limit)
 	}
 }
+
+// FuzzKeys checks the key layout for any prefix and pair of user keys: the
+// four keys of a user key share one non-empty hash tag (so one Cluster
+// slot), and two different user keys never share a key.
+func FuzzKeys(f *testing.F) {
+	f.Add(DefaultPrefix, "user:42", "user:43")
+	f.Add("", "}", `\}`)        // the escape, and what it must not collide with
+	f.Add("app{1}:", "{", "{}") // a prefix with its own tag
+	f.Add("a{", "}x", "x")      // a prefix ending in "{"
+	f.Fuzz(func(t *testing.T, prefix, a, b string) {
+		if checkPrefix(prefix) != nil || pace.ValidateKey(a) != nil || pace.ValidateKey(b) != nil {
+			return // rejected before any key is built
+		}
+		kb := keyer{prefix: prefix}
+		for _, u := range []string{a, b} {
+			all := kb.all(u)
+			for _, k := range all {
+				if tag := hashTag(k); tag != hashTag(all[0]) || tag == k {
+					t.Fatalf("prefix %q, key %q: %q hashes %q; want the tag %q shared by %q", prefix, u, k, tag, hashTag(all[0]), all)
+				}
+			}
+		}
+		if a == b {
+			return
+		}
+		for _, ka := range kb.all(a) {
+			for _, kbk := range kb.all(b) {
+				if ka == kbk {
+					t.Fatalf("prefix %q: user keys %q and %q share the key %q", prefix, a, b, ka)
+				}
+			}
+		}
+	})
+}
