@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -120,12 +121,17 @@ func split(d time.Duration) (sec, nsec int64) {
 }
 
 // ceilMillis rounds d up to a whole number of milliseconds, the resolution
-// of Redis expiry, so that a TTL is never shortened.
+// of Redis expiry, so that a TTL is never shortened; within a millisecond of
+// the largest Duration (292 years) it rounds down instead of overflowing.
 func ceilMillis(d time.Duration) time.Duration {
-	if r := d % time.Millisecond; r != 0 {
-		d += time.Millisecond - r
+	r := d % time.Millisecond
+	switch {
+	case r == 0:
+		return d
+	case d > math.MaxInt64-time.Millisecond:
+		return d - r
 	}
-	return d
+	return d + time.Millisecond - r
 }
 
 // TokenBucket consumes cost tokens from the bucket at key; see

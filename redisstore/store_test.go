@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,4 +324,38 @@ func FuzzKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHugeDurations checks that the largest TTLs and budgets the validation
+// accepts (292 years) reach Redis as valid expiries, not as errors.
+func TestHugeDurations(t *testing.T) {
+	s, c := newTestStore(t)
+	ctx := context.Background()
+	const huge = time.Duration(math.MaxInt64)
+	if ok, n, err := s.AcquireSlot(ctx, "k", 1, huge); !ok || n != 1 || err != nil {
+		t.Errorf("AcquireSlot(k, 1, max) = %v, %d, %v; want true, 1, nil", ok, n, err)
+	}
+	if err := s.RefreshSlot(ctx, "k", huge); err != nil {
+		t.Errorf("RefreshSlot(k, max) = %v", err)
+	}
+	if ok, n, err := s.AcquireSlotBurst(ctx, "k", 1, 2, huge, huge); !ok || n != 1 || err != nil {
+		t.Errorf("AcquireSlotBurst(k, 1, 2, max, max) = %v, %d, %v; want true, 1, nil", ok, n, err)
+	}
+	if err := s.RefreshSlotBurst(ctx, "k", huge); err != nil {
+		t.Errorf("RefreshSlotBurst(k, max) = %v", err)
+	}
+	if err := s.Set(ctx, "k", []byte("v"), huge); err != nil {
+		t.Errorf("Set(k, v, max) = %v", err)
+	}
+	atLeast := time.Now().Add(200 * 365 * 24 * time.Hour).UnixMilli()
+	for _, ns := range []string{nsSlot, nsBurst, nsValue} {
+		// PEXPIRETIME, not PTTL: go-redis turns a PTTL this long into a
+		// Duration that overflows.
+		if ms := expiryMillis(t, c, s.keys.key("k", ns)); ms < atLeast {
+			t.Errorf("%s expires at %d ms; want after %d ms, about 292 years from now", s.keys.key("k", ns), ms, atLeast)
+		}
+	}
+	if got := ceilMillis(huge); got > huge || huge-got >= time.Millisecond {
+		t.Errorf("ceilMillis(max) = %d; want within a millisecond below", got)
+	}
 }
