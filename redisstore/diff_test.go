@@ -161,6 +161,8 @@ func TestBurstMatchesReference(t *testing.T) {
 		return time.Minute
 	}
 
+	// seen counts the situations the scenario must reach to mean anything.
+	seen := map[string]int{}
 	const steps = 3000
 	for i := range steps {
 		clock.now = clock.now.Add(step(r))
@@ -169,6 +171,10 @@ func TestBurstMatchesReference(t *testing.T) {
 		st := model[k]
 		if st != nil && !now.Before(st.ReclaimAt()) {
 			st = nil
+			seen["reclaimed on load"]++
+		}
+		if st != nil && st.Count > 0 && !now.Before(st.Expires) {
+			seen["holders expired"]++
 		}
 		var desc string
 		switch op := r.IntN(10); {
@@ -185,6 +191,14 @@ func TestBurstMatchesReference(t *testing.T) {
 				st = &pace.BurstSlotState{}
 			}
 			wantOK := pace.AdmitBurst(st, sus, ceiling, budget, d, now)
+			switch {
+			case wantOK && st.Count > sus:
+				seen["admitted on budget"]++
+			case !wantOK && st.Count >= ceiling:
+				seen["refused at ceiling"]++
+			case !wantOK:
+				seen["refused, budget exhausted"]++
+			}
 			ok, n, err := s.AcquireSlotBurst(ctx, k, sus, ceiling, budget, d)
 			if err != nil || ok != wantOK || n != st.Count {
 				t.Fatalf("step %d at %v: %s = %v, %d, %v; want %v, %d, nil", i, now, desc, ok, n, err, wantOK, st.Count)
@@ -226,6 +240,12 @@ func TestBurstMatchesReference(t *testing.T) {
 			t.Fatalf("step %d: after %s the key expires at %d ms, want ReclaimAt %v = %d ms", i, desc, expiryMillis(t, c, redisKey), st.ReclaimAt(), ceilUnixMillis(st.ReclaimAt()))
 		}
 	}
+	t.Logf("situations reached: %v", seen)
+	for _, want := range []string{"reclaimed on load", "holders expired", "admitted on budget", "refused at ceiling", "refused, budget exhausted"} {
+		if seen[want] == 0 {
+			t.Errorf("the scenario never reached %q; it proves less than it claims", want)
+		}
+	}
 }
 
 // TestTokenBucketMatchesReference runs random takes, with random shapes and
@@ -242,13 +262,18 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 	type shape struct{ capacity, rate, cost float64 }
 	shapes := []shape{
 		{10, 1, 1}, {10, 100, 3}, {1, 0.001, 1}, {3.5, 7, 0.25}, {100, 1e6, 0},
-		{1e6, 0.001, 1},     // tolerance ~31 years, beyond 2^53 ns
-		{2, 1e-7, 1},        // interval ~116 days: waits above 2^53 ns, returned as text
 		{5, 1e9 / 3, 1},     // interval 3 ns: takes inside one microsecond
 		{2, 1e9 / 1.5, 1.5}, // exact 2.25 ns rounded up
 	}
+	// Shapes so slow that a key they have used refuses every other shape for
+	// years get a key of their own.
+	slowShapes := []shape{
+		{1e6, 0.001, 1}, // tolerance ~31 years, beyond 2^53 ns
+		{2, 1e-7, 1},    // interval ~116 days: waits above 2^53 ns, returned as text
+	}
 	keys := []string{"x", "y"}
 	tats := map[string]time.Duration{} // since the Unix epoch; absent is full
+	seen := map[string]int{}
 	for i := range 3000 {
 		switch r.IntN(3) {
 		case 0:
@@ -261,9 +286,12 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 		now := time.Duration(clock.now.UnixNano())
 		k := keys[r.IntN(len(keys))]
 		sh := shapes[r.IntN(len(shapes))]
-		if r.IntN(4) == 0 {
+		switch r.IntN(8) {
+		case 0, 1:
 			sh = shape{1 + r.Float64()*50, 0.01 + r.Float64()*1000, 0}
 			sh.cost = r.Float64() * sh.capacity
+		case 2:
+			k, sh = "slow", slowShapes[r.IntN(len(slowShapes))]
 		}
 		b, err := pace.NewBucket(sh.capacity, sh.rate, sh.cost)
 		ok, wait, gotErr := s.TokenBucket(ctx, k, sh.capacity, sh.rate, sh.cost)
@@ -273,15 +301,23 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 			}
 			continue
 		}
-		tat, seen := tats[k]
+		tat, stored := tats[k]
 		next, wantWait, wantOK := b.Take(tat, now)
 		if gotErr != nil || ok != wantOK || wait != wantWait {
 			t.Fatalf("step %d: TokenBucket(%s, %v) at %d = %v, %v, %v; want %v, %v, nil (tat %d)", i, k, sh, now, ok, wait, gotErr, wantOK, wantWait, tat)
 		}
-		if wantOK && b.Interval() > 0 {
-			tats[k], seen = next, true
+		switch {
+		case wantOK:
+			seen["admitted"]++
+		case wantWait >= 1<<53:
+			seen["refused, wait of 2^53 ns or more"]++
+		default:
+			seen["refused"]++
 		}
-		if !seen {
+		if wantOK && b.Interval() > 0 {
+			tats[k], stored = next, true
+		}
+		if !stored {
 			continue
 		}
 		redisKey := s.keys.key(k, nsBucket)
@@ -295,6 +331,12 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 		}
 		if got, want := expiryMillis(t, c, redisKey), ceilUnixMillis(time.Unix(0, int64(tats[k]))); got != want {
 			t.Fatalf("step %d: bucket expires at %d ms; want its TAT, %d ms", i, got, want)
+		}
+	}
+	t.Logf("situations reached: %v", seen)
+	for _, want := range []string{"admitted", "refused", "refused, wait of 2^53 ns or more"} {
+		if seen[want] == 0 {
+			t.Errorf("the scenario never reached %q; it proves less than it claims", want)
 		}
 	}
 }
