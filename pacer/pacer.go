@@ -43,6 +43,9 @@ const (
 	// smoothing is the time constant, in windows, of the estimate of the
 	// other clients' rate.
 	smoothing = 1.0 / 12
+	// skipBelow: a sample of the others' arrivals below −skipBelow times
+	// the expected number is taken for a reconstruction error and skipped.
+	skipBelow = 0.25
 	// fairPenalty inflates the projected utilisation a client compares
 	// with the target by fairPenalty·√(s(1−s)) for a client with share s
 	// of the total: a client with more than the others sees itself above
@@ -292,9 +295,12 @@ func (p *Pacer) learn(now time.Time, used float64) {
 	} else {
 		since := p.obsAt
 		fresh := p.hist.record(now, since, others)
-		if dt := now.Sub(since).Seconds(); dt > 0 {
-			// One sample is a few calls, too few to trust alone; the
-			// signed average stays unbiased.
+		// One sample is a few calls, too few to trust alone: average them
+		// (signed, so that the average stays unbiased). A sample far below
+		// zero says the reconstruction's guess of the past was wrong (a
+		// burst it had spread over the window left all at once), not that
+		// the others stopped: skip it.
+		if dt := now.Sub(since).Seconds(); dt > 0 && fresh >= -skipBelow*p.others*dt {
 			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
@@ -472,7 +478,13 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	u, ok := p.predictedUsed(now)
-	if !ok || u < p.cfg.burst*p.cfg.target*p.limit || p.rate <= 0 {
+	if !ok || p.rate <= 0 {
+		return 0
+	}
+	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-float64(len(p.own)) < 1 {
+		// The initial burst: the count is low and none of it is anybody
+		// else's. (Clients that start together see each other at once and
+		// pace from the start, instead of racing for the burst.)
 		return 0
 	}
 	r := p.rate

@@ -33,11 +33,24 @@ func TestFreshPacerBursts(t *testing.T) {
 func TestIdleKeyBursts(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c)
-	p.Observe(state(120, 3))
-	for i := 0; i < 10; i++ {
+	// The count is low and all of it is this client's own: an idle key.
+	for i := int64(1); i <= 10; i++ {
 		if d := p.Reserve(); d != 0 {
-			t.Fatalf("call %d with used 3 of 120: Reserve() = %v; want 0 (burst)", i, d)
+			t.Fatalf("call %d on an idle key: Reserve() = %v; want 0 (burst)", i, d)
 		}
+		c.Advance(100 * time.Millisecond)
+		p.Observe(state(120, i))
+	}
+}
+
+func TestNoBurstWhenOthersCall(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Reserve()
+	c.Advance(100 * time.Millisecond)
+	p.Observe(state(120, 5)) // four of the five are somebody else's
+	if g := gap(p); g <= 0 {
+		t.Fatalf("gap with others counted = %v; want pacing from the start (no race for the burst)", g)
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// The goals of issue 4 for the pacer in the simulation (seed 1), and the
-// figures actually reached where a goal is out of reach. A goal that is
+// The goals of issue 4 for the pacer in the simulation (the worst figure
+// over seeds 1–6), and the figures actually reached where a goal is out of
+// reach. A goal that is
 // met needs no entry in shortfalls; one that is not must be listed there
 // with the figure reached, which the test then holds the pacer to. The
 // goals themselves are never loosened here: docs/pacer.md explains each
@@ -18,16 +19,24 @@ var shortfalls = map[string]float64{
 	// window keep it full for about 40 s; the pacer then refills the
 	// window at its new, lower rate while the old calls are still leaving
 	// it quickly, and only part of that first minute's capacity is used.
-	"N=4 utilisation phase 2":       0.7950,
-	"N=4 churn utilisation phase 2": 0.7950,
-	"N=16 utilisation phase 2":      0.8225,
-	// Shares set during the first windows (the start, a join) even out
-	// only slowly: once the total sits on the target, only the fairness
-	// penalty pulls the rates together.
-	"N=4 fairness":                          0.9627,
-	"N=4 churn fairness":                    0.9646,
-	"N=16 churn fairness":                   0.8569,
+	"N=4 utilisation phase 2":        0.7850,
+	"N=4 churn utilisation phase 2":  0.7975,
+	"N=16 utilisation phase 2":       0.8175,
+	"N=16 churn utilisation phase 2": 0.8325,
+	// At N = 16 each client sees the shared count only once every 8 s (27 s
+	// at 40 a minute) and estimates the others' rate from those samples:
+	// its own estimation error decides where it settles, and shares set
+	// during the first windows even out only slowly, since once the total
+	// sits on the target only the fairness penalty pulls the rates
+	// together. A newcomer starts at a quarter of the count, four times
+	// its fair share among 17.
+	"N=16 fairness":                         0.8089,
+	"N=16 churn fairness":                   0.6597,
 	"N=16 churn join convergence (windows)": math.Inf(1),
+	// 17 clients at 40 a minute send one call every 27 s each: the count
+	// moves by whole calls as the window slides, and the pacer's samples
+	// are that old.
+	"N=16 churn 429 ratio": 0.0303,
 }
 
 type goal struct {
@@ -66,6 +75,10 @@ func pacerRow(t *testing.T, n int, churn bool) Metrics {
 	return Metrics{}
 }
 
+// seeds are the runs the goals are checked on: each goal is held to the
+// worst of them, not to a lucky one.
+var seeds = []uint64{1, 2, 3, 4, 5, 6}
+
 func goals(t *testing.T) []goal {
 	var gs []goal
 	for _, sc := range []struct {
@@ -81,25 +94,50 @@ func goals(t *testing.T) []goal {
 		{4, true, 0.01, 0.97, 3},
 		{16, true, 0.03, 0.93, 5},
 	} {
-		m := pacerRow(t, sc.n, sc.churn)
 		name := fmt.Sprintf("N=%d", sc.n)
 		clients := sc.n
 		if sc.churn {
 			name += " churn"
 			clients++
 		}
-		gs = append(gs, goal{name + " utilisation", m.Utilisation, 0.85, false})
-		for i, u := range m.PhaseUtilisation {
-			gs = append(gs, goal{fmt.Sprintf("%s utilisation phase %d", name, i+1), u, 0.85, false})
+		// worst over the seeds
+		u, r, j, c, drop := 1.0, 0.0, 1.0, 0.0, 0
+		var phase []float64
+		for _, seed := range seeds {
+			var m Metrics
+			if seed == 1 {
+				m = pacerRow(t, sc.n, sc.churn)
+			} else {
+				m = Measure(Run(Scenario(sc.n, sc.churn, seed), NewPacer))
+			}
+			u = math.Min(u, m.Utilisation)
+			if phase == nil {
+				phase = append([]float64(nil), m.PhaseUtilisation...)
+			}
+			for i, x := range m.PhaseUtilisation {
+				phase[i] = math.Min(phase[i], x)
+			}
+			r = math.Max(r, m.RejectRatio)
+			if !math.IsNaN(m.FairnessMin) {
+				j = math.Min(j, m.FairnessMin)
+			}
+			if !math.IsNaN(m.Convergence) {
+				c = math.Max(c, m.Convergence)
+			}
+			drop = max(drop, m.DropRejects)
 		}
-		gs = append(gs, goal{name + " 429 ratio", m.RejectRatio, sc.maxRatio, true})
+		gs = append(gs, goal{name + " utilisation", u, 0.85, false})
+		for i, x := range phase {
+			gs = append(gs, goal{fmt.Sprintf("%s utilisation phase %d", name, i+1), x, 0.85, false})
+		}
+		gs = append(gs, goal{name + " 429 ratio", r, sc.maxRatio, true})
 		if sc.minJ > 0 {
-			gs = append(gs, goal{name + " fairness", m.FairnessMin, sc.minJ, false})
+			gs = append(gs, goal{name + " fairness", j, sc.minJ, false})
 		}
 		if sc.maxConv > 0 {
-			gs = append(gs, goal{name + " join convergence (windows)", m.Convergence, sc.maxConv, true})
+			gs = append(gs, goal{name + " join convergence (windows)", c, sc.maxConv, true})
 		}
-		gs = append(gs, goal{name + " 429s in the window after the drop", float64(m.DropRejects), float64(clients + 3), true})
+		gs = append(gs, goal{name + " 429s in the window after the drop", float64(drop), float64(clients + 3), true})
 	}
 	return gs
 }
