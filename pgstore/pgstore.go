@@ -79,6 +79,10 @@ var _ pace.Store = (*Store)(nil)
 // absent and deleted by the operation that finds it or, in bounded batches,
 // by operations that insert new rows (WithSweepBatch), so the tables stay
 // bounded without a background goroutine. Sweep deletes a batch on demand.
+// The batches are found through an index on a coarse upper bound of each
+// row's reclaim time, which a key in steady use moves only now and then, so
+// most updates are HOT (in place, no index entry added): a row is swept at
+// most half its horizon late, and hot keys do not bloat the indexes.
 //
 // When the database is unreachable every method returns an error (never a
 // silent decision) as soon as the pool or the context gives up: callers

@@ -480,8 +480,10 @@ func TestBoundedGrowth(t *testing.T) {
 		}
 	}
 	t.Logf("peak rows per table over %d distinct keys, %d live at a time: %v", keys, live, maxRows)
+	// A row is swept at most half its horizon late (see sweep_after), so
+	// the keys of the last 1.5 horizons may still have rows.
 	for _, table := range tables {
-		if maxRows[table] > live+batch+1 {
+		if maxRows[table] > live*3/2+batch+1 {
 			t.Errorf("%s peaked at %d rows for %d live keys and a sweep batch of %d", table, maxRows[table], live, batch)
 		}
 	}
@@ -491,8 +493,8 @@ func TestBoundedGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 || n > 4*(live+batch+1) {
-		t.Errorf("Sweep deleted %d rows, want between 1 and %d", n, 4*(live+batch+1))
+	if n == 0 || n > 4*(live*3/2+batch+1) {
+		t.Errorf("Sweep deleted %d rows, want between 1 and %d", n, 4*(live*3/2+batch+1))
 	}
 	for _, table := range tables {
 		if got := countRows(t, pool, schema, table); got != 0 {
@@ -568,6 +570,38 @@ func TestAsynchronousCommit(t *testing.T) {
 		}
 		if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil || got != "on" {
 			t.Errorf("synchronous_commit after the transaction = %q, %v; want the session's on", got, err)
+		}
+	}
+}
+
+// TestHotKeyKeepsIndexesSmall pins the point of sweep_at: a key in steady use
+// is updated in place (HOT updates, no new index entries), so 3000 decisions
+// on one key leave its table and indexes at a page or two instead of growing
+// with every update until the next VACUUM (a 7-page index and a 6-page heap
+// when the swept column was the TAT itself).
+func TestHotKeyKeepsIndexesSmall(t *testing.T) {
+	pool := testPool(t)
+	ctx := context.Background()
+	var c fakeClock
+	c.set(t0)
+	s, schema := newTestStore(t, pool)
+	withClock(s, &c)
+	for range 3000 {
+		if _, _, err := s.TokenBucket(ctx, "hot", 100, 100, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.AcquireSlot(ctx, "hot", 1<<40, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		c.add(5 * time.Millisecond)
+	}
+	for _, rel := range []string{"buckets", "buckets_sweep_at", "buckets_pkey", "slots", "slots_sweep_at", "slots_pkey"} {
+		var size int64
+		if err := pool.QueryRow(ctx, "SELECT pg_relation_size($1::regclass)", pgx.Identifier{schema, rel}.Sanitize()).Scan(&size); err != nil {
+			t.Fatal(err)
+		}
+		if size > 3*8192 {
+			t.Errorf("%s is %d bytes after 3000 updates of one row; want at most 3 pages (are updates still HOT?)", rel, size)
 		}
 	}
 }

@@ -13,7 +13,12 @@
 --     from clock_timestamp() after the row lock is held; tests pass an
 --     explicit instant to compare the SQL with the Go reference arithmetic;
 --   * a row whose reclaim time has passed is treated as absent, so it makes
---     no difference whether the sweep has deleted it yet.
+--     no difference whether the sweep has deleted it yet;
+--   * the sweep finds dead rows through an index on sweep_at, a coarse upper
+--     bound of the reclaim time that moves only when the reclaim time passes
+--     it (see sweep_after), so most updates change no indexed column: they
+--     are HOT updates, which add no index entries and leave none dead for the
+--     sweep to step over. fillfactor leaves room on each page for them.
 
 CREATE SCHEMA IF NOT EXISTS @schema@;
 
@@ -23,17 +28,19 @@ CREATE TABLE IF NOT EXISTS @schema@.meta (version integer NOT NULL);
 -- bucket, the same state as an absent row.
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.buckets (
 	key bytea PRIMARY KEY,
-	tat bigint NOT NULL
-);
-CREATE INDEX IF NOT EXISTS buckets_tat ON @schema@.buckets (tat);
+	tat bigint NOT NULL,
+	sweep_at bigint NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX IF NOT EXISTS buckets_sweep_at ON @schema@.buckets (sweep_at);
 
 -- Plain slot counters (AcquireSlot). expires <= now is an absent counter.
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.slots (
 	key bytea PRIMARY KEY,
 	live bigint NOT NULL,
-	expires bigint NOT NULL
-);
-CREATE INDEX IF NOT EXISTS slots_expires ON @schema@.slots (expires);
+	expires bigint NOT NULL,
+	sweep_at bigint NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX IF NOT EXISTS slots_sweep_at ON @schema@.slots (sweep_at);
 
 -- Burst slots: pace.BurstSlotState, plus reclaim = ReclaimAt().
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.bursts (
@@ -44,9 +51,10 @@ CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.bursts (
 	expires bigint NOT NULL,
 	sustained bigint NOT NULL,
 	budget bigint NOT NULL,
-	reclaim bigint NOT NULL
-);
-CREATE INDEX IF NOT EXISTS bursts_reclaim ON @schema@.bursts (reclaim);
+	reclaim bigint NOT NULL,
+	sweep_at bigint NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX IF NOT EXISTS bursts_sweep_at ON @schema@.bursts (sweep_at);
 
 -- Memoised values. expires IS NULL never expires.
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.vals (
@@ -69,6 +77,16 @@ $$;
 CREATE OR REPLACE FUNCTION @schema@.sat_add(a bigint, b bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN a > 9223372036854775807 - b THEN 9223372036854775807 ELSE a + b END
+$$;
+
+-- sweep_after returns a row's new sweep_at for reclaim time r written at
+-- now, given its current sweep_at cur (NULL for a new row): cur while it is
+-- still at or after r, otherwise r plus half the time from now to r. A key in
+-- steady use therefore moves its sweep_at (an index update) a logarithmic
+-- number of times, and a row is swept at most half its horizon late.
+CREATE OR REPLACE FUNCTION @schema@.sweep_after(r bigint, now bigint, cur bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN cur >= r THEN cur ELSE @schema@.sat_add(r, greatest(r - now, 0) / 2) END
 $$;
 
 -- mul_div is pace's mulDiv: floor(a × b / c) in IEEE double precision, the
@@ -134,13 +152,14 @@ CREATE OR REPLACE FUNCTION @schema@.take(p_key bytea, p_interval bigint, p_toler
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_tat bigint;
+	v_sweep bigint;
 	v_row boolean;
 	v_now bigint;
 	v_base bigint;
 	v_debt bigint;
 BEGIN
 	LOOP
-		SELECT b.tat INTO v_tat FROM @schema@.buckets b WHERE b.key = p_key FOR UPDATE;
+		SELECT b.tat, b.sweep_at INTO v_tat, v_sweep FROM @schema@.buckets b WHERE b.key = p_key FOR UPDATE;
 		v_row := FOUND;
 		v_now := coalesce(p_now, @schema@.now_ns());
 		v_base := CASE WHEN v_row AND v_tat > v_now THEN v_tat ELSE v_now END;
@@ -157,21 +176,23 @@ BEGIN
 			IF v_tat <= v_now THEN
 				DELETE FROM @schema@.buckets b WHERE b.key = p_key;
 			ELSE
-				UPDATE @schema@.buckets b SET tat = v_tat WHERE b.key = p_key;
+				UPDATE @schema@.buckets b SET tat = v_tat, sweep_at = @schema@.sweep_after(v_tat, v_now, v_sweep)
+				WHERE b.key = p_key;
 			END IF;
 			RETURN;
 		END IF;
 		IF v_tat <= v_now THEN
 			RETURN; -- a free take on a full bucket: nothing to remember
 		END IF;
-		INSERT INTO @schema@.buckets (key, tat) VALUES (p_key, v_tat) ON CONFLICT (key) DO NOTHING;
+		INSERT INTO @schema@.buckets (key, tat, sweep_at) VALUES (p_key, v_tat, @schema@.sweep_after(v_tat, v_now, NULL))
+		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
 				DELETE FROM @schema@.buckets b
 				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.buckets s WHERE s.tat <= v_now
-					ORDER BY s.tat LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.tat <= v_now;
+					SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= v_now
+					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.sweep_at <= v_now;
 			END IF;
 			RETURN;
 		END IF;
@@ -187,11 +208,12 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	v_live bigint;
 	v_expires bigint;
+	v_sweep bigint;
 	v_row boolean;
 	v_now bigint;
 BEGIN
 	LOOP
-		SELECT s.live, s.expires INTO v_live, v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+		SELECT s.live, s.expires, s.sweep_at INTO v_live, v_expires, v_sweep FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
 		v_row := FOUND;
 		v_now := coalesce(p_now, @schema@.now_ns());
 		IF NOT v_row OR v_expires <= v_now THEN
@@ -204,19 +226,23 @@ BEGIN
 		END IF;
 		acquired := true;
 		current := v_live + 1;
+		v_expires := @schema@.sat_add(v_now, p_ttl);
 		IF v_row THEN
-			UPDATE @schema@.slots s SET live = current, expires = @schema@.sat_add(v_now, p_ttl) WHERE s.key = p_key;
+			UPDATE @schema@.slots s SET live = current, expires = v_expires,
+				sweep_at = @schema@.sweep_after(v_expires, v_now, v_sweep)
+			WHERE s.key = p_key;
 			RETURN;
 		END IF;
-		INSERT INTO @schema@.slots (key, live, expires) VALUES (p_key, current, @schema@.sat_add(v_now, p_ttl))
+		INSERT INTO @schema@.slots (key, live, expires, sweep_at)
+		VALUES (p_key, current, v_expires, @schema@.sweep_after(v_expires, v_now, NULL))
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
 				DELETE FROM @schema@.slots b
 				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.slots s WHERE s.expires <= v_now
-					ORDER BY s.expires LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.expires <= v_now;
+					SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= v_now
+					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.sweep_at <= v_now;
 			END IF;
 			RETURN;
 		END IF;
@@ -251,9 +277,10 @@ CREATE OR REPLACE FUNCTION @schema@.refresh_slot(p_key bytea, p_ttl bigint, p_no
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_expires bigint;
+	v_sweep bigint;
 	v_now bigint;
 BEGIN
-	SELECT s.expires INTO v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+	SELECT s.expires, s.sweep_at INTO v_expires, v_sweep FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
@@ -261,7 +288,9 @@ BEGIN
 	IF v_expires <= v_now THEN
 		DELETE FROM @schema@.slots s WHERE s.key = p_key;
 	ELSE
-		UPDATE @schema@.slots s SET expires = @schema@.sat_add(v_now, p_ttl) WHERE s.key = p_key;
+		v_expires := @schema@.sat_add(v_now, p_ttl);
+		UPDATE @schema@.slots s SET expires = v_expires, sweep_at = @schema@.sweep_after(v_expires, v_now, v_sweep)
+		WHERE s.key = p_key;
 	END IF;
 END
 $$;
@@ -274,13 +303,15 @@ DECLARE
 	st @schema@.bursts;
 	v_row boolean;
 	v_now bigint;
+	v_sweep bigint;
 BEGIN
 	LOOP
 		SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
 		v_row := FOUND;
+		v_sweep := st.sweep_at;
 		v_now := coalesce(p_now, @schema@.now_ns());
 		IF NOT v_row OR st.reclaim <= v_now THEN
-			st := ROW(p_key, 0, p_budget, v_now, 0, 0, 0, 0);
+			st := ROW(p_key, 0, p_budget, v_now, 0, 0, 0, 0, NULL);
 		ELSE
 			st := @schema@.burst_assess(st, v_now);
 		END IF;
@@ -296,6 +327,7 @@ BEGIN
 		END IF;
 		current := st.live;
 		st.reclaim := @schema@.burst_reclaim(st);
+		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, v_sweep);
 		IF st.reclaim <= v_now THEN
 			IF v_row THEN
 				DELETE FROM @schema@.bursts b WHERE b.key = p_key;
@@ -304,20 +336,21 @@ BEGIN
 		END IF;
 		IF v_row THEN
 			UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
-				expires = st.expires, sustained = st.sustained, budget = st.budget, reclaim = st.reclaim
+				expires = st.expires, sustained = st.sustained, budget = st.budget, reclaim = st.reclaim,
+				sweep_at = st.sweep_at
 			WHERE b.key = p_key;
 			RETURN;
 		END IF;
-		INSERT INTO @schema@.bursts (key, live, remaining, assessed, expires, sustained, budget, reclaim)
-		VALUES (p_key, st.live, st.remaining, st.assessed, st.expires, st.sustained, st.budget, st.reclaim)
+		INSERT INTO @schema@.bursts (key, live, remaining, assessed, expires, sustained, budget, reclaim, sweep_at)
+		VALUES (p_key, st.live, st.remaining, st.assessed, st.expires, st.sustained, st.budget, st.reclaim, st.sweep_at)
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
 				DELETE FROM @schema@.bursts b
 				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.bursts s WHERE s.reclaim <= v_now
-					ORDER BY s.reclaim LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.reclaim <= v_now;
+					SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= v_now
+					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
+				AND b.sweep_at <= v_now;
 			END IF;
 			RETURN;
 		END IF;
@@ -344,11 +377,13 @@ BEGIN
 			st.live := st.live - 1;
 		END IF;
 		st.reclaim := @schema@.burst_reclaim(st);
+		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, st.sweep_at);
 	END IF;
 	IF st.reclaim <= v_now THEN
 		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
 	ELSE
-		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed, reclaim = st.reclaim
+		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed, reclaim = st.reclaim,
+			sweep_at = st.sweep_at
 		WHERE b.key = p_key;
 	END IF;
 END
@@ -373,12 +408,13 @@ BEGIN
 			st.expires := @schema@.sat_add(v_now, p_ttl);
 		END IF;
 		st.reclaim := @schema@.burst_reclaim(st);
+		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, st.sweep_at);
 	END IF;
 	IF st.reclaim <= v_now THEN
 		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
 	ELSE
 		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
-			expires = st.expires, reclaim = st.reclaim
+			expires = st.expires, reclaim = st.reclaim, sweep_at = st.sweep_at
 		WHERE b.key = p_key;
 	END IF;
 END
@@ -428,18 +464,18 @@ DECLARE
 	v_total bigint := 0;
 BEGIN
 	DELETE FROM @schema@.buckets b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.buckets s WHERE s.tat <= v_now ORDER BY s.tat LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.tat <= v_now;
+		SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.sweep_at <= v_now;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	v_total := v_total + v_n;
 	DELETE FROM @schema@.slots b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.slots s WHERE s.expires <= v_now ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.expires <= v_now;
+		SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.sweep_at <= v_now;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	v_total := v_total + v_n;
 	DELETE FROM @schema@.bursts b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.bursts s WHERE s.reclaim <= v_now ORDER BY s.reclaim LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.reclaim <= v_now;
+		SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+	AND b.sweep_at <= v_now;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	v_total := v_total + v_n;
 	DELETE FROM @schema@.vals b WHERE b.key = ANY (ARRAY(
