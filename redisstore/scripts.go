@@ -140,22 +140,30 @@ local op = ARGV[1]
 local ns, nn = now(7)
 local c, rem, ls, ln, es, en, sus, bud
 
+-- Instants are (seconds, nanoseconds) pairs; comparisons and carries are
+-- written out inline below, because a Lua function call costs more than
+-- the arithmetic it would wrap.
 local function norm(s, n)
   if n >= 1e9 then return s + 1, n - 1e9 end
   if n < 0 then return s - 1, n + 1e9 end
   return s, n
 end
-local function before(as, an, bs, bn) return as < bs or (as == bs and an < bn) end
 
+-- reclaim is BurstSlotState.ReclaimAt.
 local function reclaim()
   local as, an = ls, ln
-  if c > 0 and before(as, an, es, en) then as, an = es, en end
-  if rem < bud or c > sus then as, an = norm(as + KS, an + KN) end
+  if c > 0 and (as < es or (as == es and an < en)) then as, an = es, en end
+  if rem < bud or c > sus then
+    as, an = as + KS, an + KN
+    if an >= 1e9 then as, an = as + 1, an - 1e9 end
+  end
   return as, an
 end
 
+-- charge is chargeBurst: the time from (ls, ln) to (ts, tn) at count c.
 local function charge(ts, tn)
-  local ds, dn = norm(ts - ls, tn - ln)
+  local ds, dn = ts - ls, tn - ln
+  if dn < 0 then ds, dn = ds - 1, dn + 1e9 end
   if ds < 0 or (ds == 0 and dn == 0) then return end
   ls, ln = ts, tn
   local el = elapsed(ds, dn)
@@ -167,8 +175,9 @@ local function charge(ts, tn)
   end
 end
 
+-- assess is AssessBurst (on a state known to exist).
 local function assess()
-  if c > 0 and not before(ns, nn, es, en) then
+  if c > 0 and (ns > es or (ns == es and nn >= en)) then
     charge(es, en)
     c = 0
   end
@@ -179,7 +188,7 @@ local v = redis.call('GET', KEYS[1])
 if v then
   c, rem, ls, ln, es, en, sus, bud = struct.unpack('<dddddddd', v)
   local rs, rn = reclaim()
-  if not before(ns, nn, rs, rn) then
+  if ns > rs or (ns == rs and nn >= rn) then
     redis.call('DEL', KEYS[1])
     v = nil
   end
@@ -213,7 +222,7 @@ else
 end
 
 local rs, rn = reclaim()
-if not before(ns, nn, rs, rn) then
+if ns > rs or (ns == rs and nn >= rn) then
   redis.call('DEL', KEYS[1])
 else
   redis.call('SET', KEYS[1], struct.pack('<dddddddd', c, rem, ls, ln, es, en, sus, bud), 'PXAT', pxat(rs, rn))
