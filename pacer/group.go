@@ -4,7 +4,8 @@ import "sync"
 
 // Group keeps one Pacer per key, for APIs that enforce several limits at
 // once (GitHub's x-ratelimit-resource: core, search, graphql…). Every
-// Pacer of a Group is built with the Group's options.
+// Pacer of a Group is built with the Group's options (with WithSeed, all
+// of them draw the same jitter, which only matters in tests).
 //
 // A Group never forgets a key: keys name the API's limits, a small set
 // chosen by the program, not by whoever sends requests. Do not key a Group

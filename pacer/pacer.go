@@ -55,11 +55,12 @@ const (
 )
 
 // Pacer decides when one client may make its next call to a rate-limited
-// API, so that all the clients sharing the limit together use a target
-// fraction of it (95% by default), share it equally, and are rarely
-// refused. It needs no coordination: every client runs a Pacer of its own
-// and learns about the others only from the shared count the server
-// reports (X-RateLimit-Used, or limit minus remaining).
+// API, so that all the clients sharing the limit together aim to use a
+// target fraction of it (95% by default), to share it equally, and to be
+// rarely refused (docs/pacer.md measures how close they come). It needs
+// no coordination: every client runs a Pacer of its own and learns about
+// the others only from the shared count the server reports
+// (X-RateLimit-Used, or limit minus remaining).
 //
 // Each Pacer keeps a rate r, in calls per second, and spaces calls 1/r
 // apart. Every period and gain below is measured in windows W, so the same
@@ -68,7 +69,8 @@ const (
 //   - Seeing the others. The server's count integrates a whole window, so
 //     it reacts to a change of rate only a window later; a controller that
 //     follows it directly oscillates with a period of about a window (the
-//     document's barrier and feedback controller both do). The Pacer
+//     document's barrier and feedback controller both do, and so does the
+//     barrier with an AIMD gain). The Pacer
 //     instead reconstructs, from the successive counts it observes, when
 //     the other clients' calls arrived (a histogram of the last window)
 //     and so estimates their current rate R_o with little lag, and knows
@@ -99,9 +101,13 @@ const (
 //     new limit and scales by the same factor, so the shares stay and the
 //     total follows without waiting for the loop.
 //   - The initial burst. On an idle key (a predicted count below a quarter
-//     of the target, or no information at all) calls go without delay. The
-//     first report sets the rate to the headroom to the target, spread over
-//     a window; on a busy key, to a fair share among a handful of clients.
+//     of the target, none of it anybody else's, or no information at all)
+//     calls go without delay. Clients that start together see each other
+//     in their first responses and pace from there instead of racing for
+//     the burst. The first report sets the rate to the target spread over
+//     a window on a quiet key; on a busy key, to the headroom to the target
+//     or a quarter of the count (a fair share among a handful of clients),
+//     whichever is more.
 //
 // The limit and the window come from the signals when they carry them
 // (RateLimit-Policy "w", or the longest X-RateLimit-Reset seen); until
