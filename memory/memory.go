@@ -430,9 +430,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Close implements pace.Store. It drops every row (there is no goroutine to
-// stop) and is idempotent; every other method returns an error wrapping
-// pace.ErrClosed after it. Close never blocks, so it does not consult ctx.
+// Close implements pace.Store. There is no goroutine to stop: it drops the
+// slots, burst slots and values at once (the token buckets go with the
+// Store when it is unreachable) and is idempotent; every other method
+// returns an error wrapping pace.ErrClosed after it. Close never blocks, so
+// it does not consult ctx: a Close with an expired context still closes.
 func (s *Store) Close(ctx context.Context) error {
 	if s.closed.Swap(true) {
 		return nil
