@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
@@ -145,5 +144,3 @@ func startCluster(t *testing.T) []string {
 	}
 	return addrs
 }
-
-func (s *server) String() string { return fmt.Sprintf("redis-server %s", s.addr()) }
