@@ -68,7 +68,9 @@ type Store interface {
 	// further activity; callers should call RefreshSlot periodically on
 	// long-lived holders to prevent the counter from expiring underfoot.
 	//
-	// current is the post-decision counter value (the limit on rejection).
+	// current is the post-decision counter value; on rejection it is the
+	// unchanged counter, which may exceed limit if a caller lowered the
+	// limit below the slots already held.
 	AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (acquired bool, current int64, err error)
 
 	// AcquireSlotBurst reserves one slot under a burst model: connections up
@@ -176,9 +178,15 @@ func ValidateSlot(key string, limit int64, ttl time.Duration) error {
 	return validateSlotTTL(ttl)
 }
 
+// MaxBurstBudget is the largest burst budget the stores accept: 2⁵³
+// nanoseconds, about 104 days. Up to it, every step of the burst arithmetic is
+// exact in the IEEE doubles of a Lua script or a SQL function, so every
+// backend decides to the nanosecond alike.
+const MaxBurstBudget = time.Duration(1 << 53)
+
 // ValidateSlotBurst checks the arguments of Store.AcquireSlotBurst:
 // sustained at least one, sustained ≤ ceiling ≤ 2 × sustained, a burst budget
-// that is not negative, and ttl above zero.
+// in [0, MaxBurstBudget], and ttl above zero.
 func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl time.Duration) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -189,8 +197,8 @@ func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl ti
 	if ceiling < sustained || ceiling-sustained > sustained { // not 2*sustained: that overflows
 		return invalid("ceiling %d outside [sustained, 2 × sustained] for sustained %d", ceiling, sustained)
 	}
-	if burstBudget < 0 {
-		return invalid("negative burst budget %v", burstBudget)
+	if burstBudget < 0 || burstBudget > MaxBurstBudget {
+		return invalid("burst budget %v outside [0, %v]", burstBudget, MaxBurstBudget)
 	}
 	return validateSlotTTL(ttl)
 }
