@@ -101,7 +101,9 @@ func (t *tally) add(code int) {
 	}
 }
 
-func (t *tally) total() int64 { return t.ok.Load() + t.paced.Load() + t.rejected.Load() + t.other.Load() }
+func (t *tally) total() int64 {
+	return t.ok.Load() + t.paced.Load() + t.rejected.Load() + t.other.Load()
+}
 
 func main() {
 	log.SetFlags(0)
