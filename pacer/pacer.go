@@ -35,6 +35,12 @@ const (
 	shareGrowth = 1.5
 	// catchup is how many windows a hole below the target takes to fill.
 	catchup = 0.5
+	// lookahead is how far ahead, in windows, the hole below the target
+	// counts the calls that will leave the window: a client plans
+	// against the headroom the window will have, not the one it has, so
+	// the calls expiring soon are replaced as they go rather than after
+	// the count has dropped.
+	lookahead = 0.1
 	// newcomerShare is the share of the current count a client arriving
 	// on a busy key starts with: a fair share among a handful of clients.
 	newcomerShare = 0.25
@@ -51,7 +57,7 @@ const (
 	// of the total: a client with more than the others sees itself above
 	// the target first and gives way, whatever the number of clients; a
 	// lone client (s = 1) pays nothing.
-	fairPenalty = 0.2
+	fairPenalty = 0.18
 )
 
 // Pacer decides when one client may make its next call to a rate-limited
@@ -78,7 +84,7 @@ const (
 //   - Control, once per W/60 rather than per response, so that a client
 //     that calls more often does not adapt faster. The projected
 //     utilisation is x = (r + R_o)·W / L, inflated by a small penalty
-//     that grows with the client's share s of the total (0.2·√(s(1−s)):
+//     that grows with the client's share s of the total (0.18·√(s(1−s)):
 //     the client with more than the others sees itself over the target
 //     first and gives way), or the reported count over the limit if that
 //     is higher. Above the target, r shrinks multiplicatively, faster the
@@ -88,6 +94,12 @@ const (
 //     increase with multiplicative decrease on a shared signal pulls the
 //     rates together (Chiu and Jain). A client that is not using its
 //     allowance (it never has to wait) does not grow its rate.
+//   - Headroom ahead. Between control periods the gap may be shorter
+//     than 1/r: when the predicted count, plus the calls the window will
+//     shed within the next W/10 (the others' from the reconstruction,
+//     this client's exactly), is below the target, the client fills that
+//     hole within W/2, in proportion to its share. It thus replaces calls
+//     as they leave the window rather than after the count has dropped.
 //   - The barrier. When the predicted count is within one call of the
 //     limit, the next call waits until the reconstruction says a call has
 //     left the window, but never longer than the maximum delay (W/2 by
@@ -494,17 +506,36 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	r := p.rate
-	if hole := p.cfg.target*p.limit - u; hole > 0 {
+	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 {
 		// A hole below the target (calls leaving the window faster than
-		// they come, as after a burst or a limit drop): fill it within
-		// half a window, each client in proportion to its share, so that
-		// the total does not depend on the number of clients.
+		// they come, as after a burst or a limit drop), counting the
+		// calls that will leave it within the look-ahead: fill it within
+		// catchup windows, each client in proportion to its share, so
+		// that the total does not depend on the number of clients.
 		share := p.rate / (p.rate + p.othersRate())
 		r = math.Max(r, share*hole/(catchup*p.window.Seconds()))
 	}
 	// The rate's own gap is the consensus of many samples: it may be as
 	// long as a window (a key shared by as many clients as the limit).
 	return min(time.Duration(float64(time.Second)/r), p.window)
+}
+
+// expiring returns how many counted calls leave the window between now and
+// ahead windows later: the others' as the reconstruction places them, this
+// client's exactly. It must be called with p.mu held.
+func (p *Pacer) expiring(now time.Time, ahead float64) float64 {
+	if !p.hasUsed {
+		return 0
+	}
+	t := now.Add(time.Duration(ahead * float64(p.window)))
+	n := p.hist.expiring(t, p.window) - p.hist.expiring(now, p.window)
+	lo, hi := now.Add(-p.window), t.Add(-p.window)
+	for _, o := range p.own {
+		if o.After(lo) && !o.After(hi) {
+			n++
+		}
+	}
+	return n
 }
 
 // barrier returns how long from now the next call must wait because the

@@ -19,10 +19,12 @@ var shortfalls = map[string]float64{
 	// window keep it full for about 40 s; the pacer then refills the
 	// window at its new, lower rate while the old calls are still leaving
 	// it quickly, and only part of that first minute's capacity is used.
-	"N=4 utilisation phase 2":        0.7850,
-	"N=4 churn utilisation phase 2":  0.7975,
-	"N=16 utilisation phase 2":       0.8175,
-	"N=16 churn utilisation phase 2": 0.8325,
+	// The rest of the phase runs below the target, as every phase does
+	// with more than one client, because of the fairness penalty.
+	"N=4 utilisation phase 2":        0.7925,
+	"N=4 churn utilisation phase 2":  0.8000,
+	"N=16 utilisation phase 2":       0.8300,
+	"N=16 churn utilisation phase 2": 0.8350,
 	// At N = 16 each client sees the shared count only once every 8 s (27 s
 	// at 40 a minute) and estimates the others' rate from those samples:
 	// its own estimation error decides where it settles, and shares set
@@ -30,13 +32,16 @@ var shortfalls = map[string]float64{
 	// sits on the target only the fairness penalty pulls the rates
 	// together. A newcomer starts at a quarter of the count, four times
 	// its fair share among 17.
-	"N=16 fairness":                         0.8089,
-	"N=16 churn fairness":                   0.6597,
+	"N=16 fairness":                         0.9236,
+	"N=16 churn fairness":                   0.8046,
 	"N=16 churn join convergence (windows)": math.Inf(1),
 	// 17 clients at 40 a minute send one call every 27 s each: the count
 	// moves by whole calls as the window slides, and the pacer's samples
-	// are that old.
-	"N=16 churn 429 ratio": 0.0303,
+	// are that old. 33 of the 60–80 refusals are fixed costs: one per
+	// client at the start (16 clients at the lone-client rate fill the
+	// window in about 4 s) and one per client at the drop; most of the
+	// rest come while the window refills after the drop.
+	"N=16 churn 429 ratio": 0.0312,
 }
 
 type goal struct {
