@@ -178,15 +178,9 @@ func ValidateSlot(key string, limit int64, ttl time.Duration) error {
 	return validateSlotTTL(ttl)
 }
 
-// MaxBurstBudget is the largest burst budget the stores accept: 2⁵³
-// nanoseconds, about 104 days. Up to it, every step of the burst arithmetic is
-// exact in the IEEE doubles of a Lua script or a SQL function, so every
-// backend decides to the nanosecond alike.
-const MaxBurstBudget = time.Duration(1 << 53)
-
 // ValidateSlotBurst checks the arguments of Store.AcquireSlotBurst:
 // sustained at least one, sustained ≤ ceiling ≤ 2 × sustained, a burst budget
-// in [0, MaxBurstBudget], and ttl above zero.
+// that is not negative, and ttl above zero.
 func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl time.Duration) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -197,8 +191,8 @@ func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl ti
 	if ceiling < sustained || ceiling-sustained > sustained { // not 2*sustained: that overflows
 		return invalid("ceiling %d outside [sustained, 2 × sustained] for sustained %d", ceiling, sustained)
 	}
-	if burstBudget < 0 || burstBudget > MaxBurstBudget {
-		return invalid("burst budget %v outside [0, %v]", burstBudget, MaxBurstBudget)
+	if burstBudget < 0 {
+		return invalid("negative burst budget %v", burstBudget)
 	}
 	return validateSlotTTL(ttl)
 }

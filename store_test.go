@@ -28,7 +28,6 @@ func TestValidate(t *testing.T) {
 		{"ceiling above 2x", pace.ValidateSlotBurst("k", 4, 9, time.Minute, time.Second)},
 		{"ceiling above 2x, huge sustained", pace.ValidateSlotBurst("k", math.MaxInt64/2, math.MaxInt64, time.Minute, time.Second)},
 		{"negative budget", pace.ValidateSlotBurst("k", 4, 8, -time.Minute, time.Second)},
-		{"budget above MaxBurstBudget", pace.ValidateSlotBurst("k", 4, 8, pace.MaxBurstBudget+1, time.Second)},
 		{"burst ttl 0", pace.ValidateSlotBurst("k", 4, 8, time.Minute, 0)},
 		{"refresh ttl 0", pace.ValidateRefresh("k", 0)},
 		{"refresh empty key", pace.ValidateRefresh("", time.Second)},
@@ -44,7 +43,7 @@ func TestValidate(t *testing.T) {
 		pace.ValidateSlot("k", 1, time.Nanosecond),
 		pace.ValidateSlotBurst("k", 4, 4, 0, time.Second),
 		pace.ValidateSlotBurst("k", 4, 8, time.Minute, time.Second),
-		pace.ValidateSlotBurst("k", 4, 8, pace.MaxBurstBudget, time.Second),
+		pace.ValidateSlotBurst("k", 4, 8, math.MaxInt64, time.Second),
 		pace.ValidateSlotBurst("k", math.MaxInt64/2+1, math.MaxInt64, time.Minute, time.Second), // 2 × sustained overflows an int64
 		pace.ValidateRefresh("k", time.Second),
 	}
