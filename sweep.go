@@ -1,5 +1,7 @@
 package pace
 
+import "sync/atomic"
+
 // The sweep is how a table of buckets forgets the keys that stopped taking.
 //
 // A row whose arrival time is not after now is a full bucket, which decides
@@ -51,12 +53,12 @@ func (t *Buckets) sweep(sh *shard, now int64) {
 		return
 	}
 	recent := int64(0) // rows of keys that took within the last horizon
-	for i := range tab.slots {
-		s := &tab.slots[i]
-		if s.key.Load() == 0 {
+	for i := range tab.keys {
+		if tab.keys[i].Load() == 0 {
 			continue
 		}
-		v := s.tat.Load()
+		s := &tab.tats[i]
+		v := s.Load()
 		if v > now-horizon {
 			recent++ // a take sets the arrival time after itself
 		}
@@ -66,7 +68,7 @@ func (t *Buckets) sweep(sh *shard, now int64) {
 		}
 	}
 	live := int(sh.live.Load())
-	if live == 0 || 8*live < len(tab.slots) || 2*live < sh.used {
+	if live == 0 || 8*live < len(tab.keys) || 2*live < sh.used {
 		sh.rebuild(live)
 	}
 	sh.swept = max(int64(live), recent)
@@ -84,22 +86,21 @@ func (sh *shard) rebuild(n int) *slotTable {
 	}
 	copied := 0
 	if old != nil {
-		for i := range old.slots {
-			s := &old.slots[i]
-			k := s.key.Load()
+		for i := range old.keys {
+			k := old.keys[i].Load()
 			if k == 0 {
 				continue
 			}
-			v := s.tat.Swap(moved)
+			v := old.tats[i].Swap(moved)
 			if v <= deleted {
 				continue
 			}
 			if tab == nil { // n undercounted the live rows; never drop one
 				tab = newSlotTable(1)
 			}
-			d := tab.freeSlot(k)
-			d.tat.Store(v)
-			d.key.Store(k)
+			d := tab.free(k)
+			tab.tats[d].Store(v)
+			tab.keys[d].Store(k)
 			copied++
 		}
 	}
@@ -116,5 +117,5 @@ func newSlotTable(n int) *slotTable {
 	for 2*n > size {
 		size *= 2
 	}
-	return &slotTable{slots: make([]slot, size), mask: uint64(size - 1)}
+	return &slotTable{keys: make([]atomic.Uint64, size), tats: make([]atomic.Int64, size), mask: uint64(size - 1)}
 }

@@ -64,15 +64,19 @@ type shard struct {
 // slotTable is an open-addressing table with linear probing. A slot's key is
 // written once, after its value, and never changes for the life of the
 // table; a table is replaced whole when it is rebuilt.
+//
+// Keys and values live in two arrays: the keys, which lookups probe, are
+// never written once published, so they stay in every core's cache, and a
+// decision writes only a value's line. Slots side by side would put the
+// probed keys on the lines that decisions on neighbouring keys keep writing.
 type slotTable struct {
-	slots []slot
-	mask  uint64
+	keys []atomic.Uint64 // 0: empty
+	tats []atomic.Int64  // arrival time, or moved, or deleted
+	mask uint64
 }
 
-type slot struct {
-	key atomic.Uint64 // 0: empty
-	tat atomic.Int64  // arrival time, or moved, or deleted
-}
+// slot is a row's value: its arrival time, or moved, or deleted.
+type slot = atomic.Int64
 
 // NewBuckets returns an empty table. WithClock is the only option it reads.
 func NewBuckets(opts ...Option) *Buckets {
@@ -125,7 +129,7 @@ func (t *Buckets) Forget(key string) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s := sh.find(h); s != nil {
-		sh.drop(s, s.tat.Load())
+		sh.drop(s, s.Load())
 	}
 }
 
@@ -134,7 +138,7 @@ func (t *Buckets) Forget(key string) {
 // exactly; decisions racing on the slot itself are settled by the swap.
 // The caller holds sh.mu.
 func (sh *shard) drop(s *slot, v int64) bool {
-	if v <= deleted || !s.tat.CompareAndSwap(v, deleted) {
+	if v <= deleted || !s.CompareAndSwap(v, deleted) {
 		return false
 	}
 	sh.live.Add(-1)
@@ -172,13 +176,13 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 	}
 	for {
 		if s := sh.find(h); s != nil {
-			v := s.tat.Load()
+			v := s.Load()
 			if v > deleted {
 				next, w, ok := b.Take(time.Duration(v), time.Duration(now))
 				if !ok {
 					return v, int64(w), false
 				}
-				if s.tat.CompareAndSwap(v, int64(next)) {
+				if s.CompareAndSwap(v, int64(next)) {
 					return int64(next), 0, true
 				}
 				continue
@@ -203,7 +207,7 @@ func (t *Buckets) refund(h uint64, b Bucket, now int64) {
 		if s == nil {
 			return
 		}
-		v := s.tat.Load()
+		v := s.Load()
 		switch {
 		case v == deleted:
 			return
@@ -213,7 +217,7 @@ func (t *Buckets) refund(h uint64, b Bucket, now int64) {
 		}
 		next, full := b.Refund(time.Duration(v), time.Duration(now))
 		if !full {
-			if s.tat.CompareAndSwap(v, int64(next)) {
+			if s.CompareAndSwap(v, int64(next)) {
 				return
 			}
 			continue
@@ -235,10 +239,9 @@ func (sh *shard) find(h uint64) *slot {
 		return nil
 	}
 	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
-		s := &tab.slots[i]
-		switch s.key.Load() {
+		switch tab.keys[i].Load() {
 		case h:
-			return s
+			return &tab.tats[i]
 		case 0:
 			return nil
 		}
@@ -264,23 +267,23 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 		t.sweep(sh, now)
 	}
 	tab := sh.tab.Load()
-	var free *slot
+	free := -1
 	if tab != nil {
 		for i := h & tab.mask; ; i = (i + 1) & tab.mask {
-			s := &tab.slots[i]
-			k := s.key.Load()
+			k := tab.keys[i].Load()
 			if k == h {
-				if s.tat.Load() != deleted {
+				s := &tab.tats[i]
+				if s.Load() != deleted {
 					return 0, false
 				}
 				if int64(next) > now {
-					s.tat.Store(int64(next)) // revive: only mu holders write a deleted slot
+					s.Store(int64(next)) // revive: only mu holders write a deleted slot
 					sh.live.Add(1)
 				}
 				return int64(next), true
 			}
 			if k == 0 {
-				free = s
+				free = int(i)
 				break
 			}
 		}
@@ -288,23 +291,23 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 	if int64(next) <= now {
 		return int64(next), true // a take of cost zero leaves the bucket full: no row
 	}
-	if tab == nil || 4*(sh.used+1) > 3*len(tab.slots) {
+	if tab == nil || 4*(sh.used+1) > 3*len(tab.keys) {
 		tab = sh.rebuild(int(sh.live.Load()) + 1)
-		free = tab.freeSlot(h)
+		free = tab.free(h)
 	}
-	free.tat.Store(int64(next))
-	free.key.Store(h) // publish after the value
+	tab.tats[free].Store(int64(next))
+	tab.keys[free].Store(h) // publish after the value
 	sh.used++
 	sh.live.Add(1)
 	return int64(next), true
 }
 
-// freeSlot returns the empty slot where h would be inserted. The table must
-// not hold h and must have an empty slot.
-func (tab *slotTable) freeSlot(h uint64) *slot {
+// free returns the index of the empty slot where h would be inserted. The
+// table must not hold h and must have an empty slot.
+func (tab *slotTable) free(h uint64) int {
 	for i := h & tab.mask; ; i = (i + 1) & tab.mask {
-		if tab.slots[i].key.Load() == 0 {
-			return &tab.slots[i]
+		if tab.keys[i].Load() == 0 {
+			return int(i)
 		}
 	}
 }
