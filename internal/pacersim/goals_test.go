@@ -12,7 +12,7 @@ import (
 // reach. A goal that is
 // met needs no entry in shortfalls; one that is not must be listed there
 // with the figure reached, which the test then holds the pacer to. The
-// goals themselves are never loosened here: docs/pacer.md explains each
+// goals themselves are never loosened here: the README's "Client-side pacing" section explains each
 // shortfall.
 var shortfalls = map[string]float64{
 	// After the limit drops from 120 to 40, the 110 calls counted in the
