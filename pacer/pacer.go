@@ -63,8 +63,8 @@ const (
 // Pacer decides when one client may make its next call to a rate-limited
 // API, so that all the clients sharing the limit together aim to use a
 // target fraction of it (95% by default), to share it equally, and to be
-// rarely refused (the README's "Client-side pacing" section measures how close they come). It needs
-// no coordination: every client runs a Pacer of its own and learns about
+// rarely refused (the README's "Client-side pacing" section measures how
+// close they come). It needs no coordination: every client runs a Pacer of its own and learns about
 // the others only from the shared count the server reports
 // (X-RateLimit-Used, or limit minus remaining).
 //
