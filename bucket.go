@@ -88,12 +88,19 @@ func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool)
 	return base + b.interval, 0, true
 }
 
-// Refund gives one take back to a bucket whose TAT is tat, at now, and
-// returns the new TAT. It never lifts the bucket above full: the result is
-// never before now, and full reports whether the bucket is now full (so its
-// row can be dropped).
-func (b Bucket) Refund(tat, now time.Duration) (next time.Duration, full bool) {
-	next = tat - b.interval
+// Refund gives back the take that moved the TAT to reserved, at now, to a
+// bucket whose TAT is now tat, and returns the new TAT. It gives back only
+// the part of that take the bucket has not already refilled: all of it when
+// the take is still wholly in the future (at once, say), the part after now
+// when the bucket has refilled into it since, and nothing when the bucket has
+// refilled past it (later takes are then not the refunded one's to give
+// back). So a refund leaves the bucket exactly as if the take had not been
+// made, whether other takes came in between or not, and never above full:
+// the result is never before now, and full reports whether the bucket is now
+// full (so its row can be dropped).
+func (b Bucket) Refund(tat, reserved, now time.Duration) (next time.Duration, full bool) {
+	give := min(b.interval, max(reserved-now, 0))
+	next = tat - give
 	if next <= now {
 		return now, true
 	}

@@ -37,18 +37,23 @@ func (m *model) refill(k string, now int64) {
 	m.credit[k], m.last[k] = c, now
 }
 
-func (m *model) reserve(k string, now int64) (ok bool, remaining int, retry time.Duration) {
+// reserve also returns when the reserved event's refill time ends: now plus
+// the credit missing after it.
+func (m *model) reserve(k string, now int64) (ok bool, remaining int, retry time.Duration, ends int64) {
 	m.refill(k, now)
 	if c := m.credit[k]; c >= m.interval {
 		m.credit[k] = c - m.interval
-		return true, int((c - m.interval) / m.interval), 0
+		return true, int((c - m.interval) / m.interval), 0, now + m.tolerance - m.credit[k]
 	}
-	return false, 0, time.Duration(m.interval - m.credit[k])
+	return false, 0, time.Duration(m.interval - m.credit[k]), 0
 }
 
-func (m *model) giveBack(k string, now int64) {
+// giveBack refunds the part of a reserved event that has not refilled yet:
+// the part of its refill time after now.
+func (m *model) giveBack(k string, now, ends int64) {
 	m.refill(k, now)
-	m.credit[k] = min(m.tolerance, m.credit[k]+m.interval)
+	give := min(m.interval, max(0, ends-now))
+	m.credit[k] = min(m.tolerance, m.credit[k]+give)
 }
 
 // FuzzPace runs a script of (advance clock, reserve, return, allow) against
@@ -60,6 +65,7 @@ func FuzzPace(f *testing.F) {
 	f.Add(uint16(65535), []byte{3, 3, 3, 3, 2, 0x08, 1, 2, 2, 2})   // 655/s: many small steps, returns without reservations
 	f.Add(uint16(100), []byte{0x05, 0x81, 0x82, 0x81, 0x83, 0xff})  // two keys interleaved
 	f.Add(uint16(1), []byte{1, 0xfc, 0xfc, 0xfc, 0xfc, 2, 1, 1, 1}) // 0.01/s: return long after the grant
+	f.Add(uint16(100), []byte{1, 0x30, 3, 2, 3})                    // 1/s: reserve, refill, another take, then the late return
 	f.Fuzz(func(t *testing.T, centiRate uint16, script []byte) {
 		if centiRate == 0 || len(script) > 4096 {
 			return
@@ -71,10 +77,12 @@ func FuzzPace(f *testing.F) {
 			t.Fatalf("New(%v) = %v", rate, err)
 		}
 		m := newModel(rate)
-		var held []struct {
-			r   pace.Reservation
-			key string
+		type reservation struct {
+			r    pace.Reservation
+			key  string
+			ends int64
 		}
+		var held []reservation
 		for i, b := range script {
 			k := "a"
 			if b&0x80 != 0 {
@@ -86,16 +94,13 @@ func FuzzPace(f *testing.F) {
 				c.Advance(time.Duration(arg * m.interval / 8))
 			case 1, 3:
 				r := p.Reserve(k)
-				ok, remaining, retry := m.reserve(k, now)
+				ok, remaining, retry, ends := m.reserve(k, now)
 				if r.OK() != ok || r.Remaining() != remaining || r.RetryAfter() != retry {
 					t.Fatalf("step %d: Reserve(%q) at %v = %v, %d left, retry %v; model %v, %d, %v",
 						i, k, time.Duration(now), r.OK(), r.Remaining(), r.RetryAfter(), ok, remaining, retry)
 				}
 				if op == 1 && ok {
-					held = append(held, struct {
-						r   pace.Reservation
-						key string
-					}{r, k})
+					held = append(held, reservation{r, k, ends})
 				}
 			case 2:
 				if len(held) == 0 {
@@ -105,7 +110,7 @@ func FuzzPace(f *testing.F) {
 				held = held[:len(held)-1]
 				h.r.Return()
 				h.r.Return() // a second Return is a no-op
-				m.giveBack(h.key, now)
+				m.giveBack(h.key, now, h.ends)
 			}
 			if p.Len() > 2 {
 				t.Fatalf("step %d: Len() = %d with two keys", i, p.Len())

@@ -85,9 +85,9 @@ func (p *Pace) Reserve(key string) Reservation {
 	h := p.t.hash(key)
 	now := p.t.now()
 	tat, wait, ok := p.t.take(h, p.b, now)
-	r := Reservation{p: p, key: h, ok: ok}
+	r := Reservation{p: p, key: h, at: now, ok: ok}
 	if ok {
-		r.d = tat - now
+		r.d = tat
 	} else {
 		r.d = wait
 	}
@@ -122,7 +122,8 @@ func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
 type Reservation struct {
 	p   *Pace
 	key uint64
-	d   int64 // ok: debt after the take; refused: wait until it fits
+	at  int64 // the clock reading of the decision
+	d   int64 // ok: the arrival time the take set; refused: wait until it fits
 	ok  bool
 }
 
@@ -144,23 +145,23 @@ func (r Reservation) Remaining() int {
 	if !r.ok {
 		return 0
 	}
-	return r.p.b.Remaining(time.Duration(r.d), 0)
+	return r.p.b.Remaining(time.Duration(r.d), time.Duration(r.at))
 }
 
 // Return gives the reserved event back, as if the reservation had not been
-// made, whether it is called at once or later (time that has passed still
-// refills the bucket), and never lifts the bucket above full. It does
-// nothing on a refused reservation, on the zero Reservation, or when called a
-// second time on the same variable.
+// made. Called at once, it refunds the whole event. Called later, it refunds
+// what the bucket has not refilled of it since: time that has passed still
+// refills the bucket, and events taken in between by others are theirs, not
+// this reservation's to give back (see Bucket.Refund). It never lifts the
+// bucket above full. It does nothing on a refused reservation, on the zero
+// Reservation, or when called a second time on the same variable.
 func (r *Reservation) Return() {
 	if !r.ok {
 		return
 	}
 	r.ok = false
-	r.d = 0
 	p := r.p
-	p.t.refund(r.key, p.b, p.t.now())
-	if p.obs != nil {
+	if p.t.refund(r.key, p.b, r.d, p.t.now()) && p.obs != nil {
 		p.obs.Returned()
 	}
 }
@@ -171,7 +172,8 @@ func (r *Reservation) Return() {
 type Observer interface {
 	// Reserved is called once per Reserve or Allow with its outcome.
 	Reserved(ok bool)
-	// Returned is called once per Reservation.Return that gave an event back.
+	// Returned is called once per Reservation.Return that gave back (all or
+	// part of) an event.
 	Returned()
 }
 
@@ -195,10 +197,13 @@ func newConfig(opts []Option) config {
 
 // WithClock makes the Pace (or Buckets) read time from now instead of the
 // monotonic clock, for tests and simulations. now is called once per decision
-// and must be safe for concurrent use. A reading earlier than a previous one
-// is tolerated: it can only make decisions stricter, never looser. The
-// default reads time.Since of a monotonic epoch, the cheapest reading Go
-// offers. A nil now keeps the default.
+// and must be safe for concurrent use; readings are taken relative to the
+// first one, and clamped to about ±146 years of it. A reading earlier than a
+// previous one is tolerated: on a key that has a row it can only make the
+// decision stricter; a key whose row was dropped (its bucket had refilled by
+// a later reading) is full again. The default reads time.Since of a
+// monotonic epoch, the cheapest reading Go offers. A nil now keeps the
+// default.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.clock = now }
 }

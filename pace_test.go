@@ -336,3 +336,54 @@ func TestForgerSpendsNothing(t *testing.T) {
 		t.Fatalf("honest client got %d with a forger, %d without; want the same", forged, alone)
 	}
 }
+
+// TestLateReturnIsNotOverPace: a reservation returned after the bucket has
+// refilled past it, and been spent again by someone else, gives back nothing
+// that was not its own.
+func TestLateReturnIsNotOverPace(t *testing.T) {
+	p, c := newPaceT(t, 1) // capacity 1
+	r := p.Reserve("k")
+	c.Advance(1500 * time.Millisecond)
+	if !p.Allow("k") {
+		t.Fatal("refilled bucket refused")
+	}
+	r.Return()
+	if p.Allow("k") {
+		t.Fatal("a late Return gave back an event taken after the bucket refilled: two events at one instant at capacity 1")
+	}
+	// Partly refilled: the refund is the part of the event not yet refilled.
+	p, c = newPaceT(t, 2) // capacity 2, 500 ms per event
+	drain(p, "k")
+	c.Advance(250 * time.Millisecond)
+	r = p.Reserve("k") // refused: half an event has refilled
+	if r.OK() {
+		t.Fatal("want refused")
+	}
+	c.Advance(250 * time.Millisecond)
+	r = p.Reserve("k") // the refilled event
+	c.Advance(100 * time.Millisecond)
+	if p.Allow("k") {
+		t.Fatal("want refused")
+	}
+	r.Return() // at 600 ms, as if the event at 500 ms had not been taken
+	if !p.Allow("k") || p.Allow("k") {
+		t.Fatal("after the return, want exactly the one event refilled by 500 ms")
+	}
+}
+
+// TestIdleShardsGiveMemoryBack: after a flood, traffic on a single key is
+// enough for every shard to give its rows back within a bounded number of
+// horizons.
+func TestIdleShardsGiveMemoryBack(t *testing.T) {
+	p, c := newPaceT(t, 20)
+	for i := range 200_000 {
+		p.Allow(key(i))
+	}
+	for range 16 { // 64 shards, 8 looked at per horizon pass, with room
+		c.Advance(time.Second)
+		p.Allow("the one honest client")
+	}
+	if p.Len() > 1 {
+		t.Fatalf("Len() = %d after 16 horizons of traffic on one key; want the flood gone", p.Len())
+	}
+}

@@ -31,15 +31,42 @@ import "sync/atomic"
 
 // trySweep runs a horizon pass on sh unless another goroutine holds its lock
 // (that goroutine is inserting, and will sweep if the shard doubled; the next
-// decision will try again).
+// decision will try again). A pass that ran also passes over a few other
+// shards whose horizon has passed (see sweepIdle).
 func (t *Buckets) trySweep(sh *shard, now int64) {
 	if !sh.mu.TryLock() {
 		return
 	}
-	if now >= sh.nextSweep.Load() {
+	due := now >= sh.nextSweep.Load()
+	if due {
 		t.sweep(sh, now)
 	}
 	sh.mu.Unlock()
+	if due {
+		t.sweepIdle(now)
+	}
+}
+
+// idleSpread is how many other shards a horizon pass looks at.
+const idleSpread = 8
+
+// sweepIdle sweeps, in turn, up to idleSpread shards whose horizon has
+// passed. Decisions sweep only the shard they touch, so without it the rows
+// of a flood would stay in every shard that no later key happens to hash
+// to; with it, any traffic at all cleans every shard within
+// numShards/idleSpread horizons, and no pass does more than a bounded share
+// of the work.
+func (t *Buckets) sweepIdle(now int64) {
+	for range idleSpread {
+		sh := &t.shards[t.cursor.Add(1)%numShards]
+		if now < sh.nextSweep.Load() || !sh.mu.TryLock() {
+			continue
+		}
+		if now >= sh.nextSweep.Load() {
+			t.sweep(sh, now)
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // sweep deletes the full rows of sh and rebuilds its table when it has

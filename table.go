@@ -33,6 +33,7 @@ type Buckets struct {
 	epoch   time.Time
 	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
 	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds
+	cursor  atomic.Uint32    // the next shard sweepIdle looks at
 }
 
 const (
@@ -98,9 +99,18 @@ func (t *Buckets) init(cfg config) {
 // now reads the table's clock once, in nanoseconds since its epoch.
 func (t *Buckets) now() int64 {
 	if t.clock == nil {
-		return int64(time.Since(t.epoch))
+		return int64(time.Since(t.epoch)) // monotonic, from the start of the process: far from the bounds
 	}
-	return int64(t.clock().Sub(t.epoch))
+	return t.clamped()
+}
+
+// maxNow bounds a reading of an injected clock: arrival times (now plus at
+// most maxTolerance) and sweep deadlines stay far from overflowing, and from
+// the slot values moved and deleted, whatever the clock says.
+const maxNow = 1 << 62
+
+func (t *Buckets) clamped() int64 {
+	return min(max(int64(t.clock().Sub(t.epoch)), -maxNow), maxNow)
 }
 
 func (t *Buckets) hash(key string) uint64 {
@@ -198,27 +208,31 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 	}
 }
 
-// refund gives one take of shape b back to the bucket hashed to h, at now,
-// and drops the row if that leaves the bucket full.
-func (t *Buckets) refund(h uint64, b Bucket, now int64) {
+// refund gives back the take of shape b that moved the bucket hashed to h to
+// the arrival time reserved (see Bucket.Refund), at now, and drops the row if
+// that leaves the bucket full. It reports whether anything was given back.
+func (t *Buckets) refund(h uint64, b Bucket, reserved, now int64) bool {
 	sh := t.shardOf(h)
 	for {
 		s := sh.find(h)
 		if s == nil {
-			return
+			return false
 		}
 		v := s.Load()
 		switch {
 		case v == deleted:
-			return
+			return false
 		case v == moved:
 			sh.waitRebuild()
 			continue
 		}
-		next, full := b.Refund(time.Duration(v), time.Duration(now))
+		next, full := b.Refund(time.Duration(v), time.Duration(reserved), time.Duration(now))
 		if !full {
+			if int64(next) == v {
+				return false
+			}
 			if s.CompareAndSwap(v, int64(next)) {
-				return
+				return true
 			}
 			continue
 		}
@@ -226,7 +240,7 @@ func (t *Buckets) refund(h uint64, b Bucket, now int64) {
 		dropped := sh.drop(s, v)
 		sh.mu.Unlock()
 		if dropped {
-			return
+			return true
 		}
 	}
 }
@@ -276,7 +290,7 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 				if s.Load() != deleted {
 					return 0, false
 				}
-				if int64(next) > now {
+				if b.interval > 0 {
 					s.Store(int64(next)) // revive: only mu holders write a deleted slot
 					sh.live.Add(1)
 				}
@@ -288,7 +302,7 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 			}
 		}
 	}
-	if int64(next) <= now {
+	if b.interval == 0 {
 		return int64(next), true // a take of cost zero leaves the bucket full: no row
 	}
 	if tab == nil || 4*(sh.used+1) > 3*len(tab.keys) {

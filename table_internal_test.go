@@ -1,0 +1,134 @@
+package pace
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// keysInShard returns n distinct keys that hash to shard s of t.
+func keysInShard(t *Buckets, s, n int, prefix string) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		k := prefix + strconv.Itoa(i)
+		if int(t.hash(k)>>(64-shardBits)) == s {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestRacesWithRebuildsAreExact decides on a few hot keys without a lock
+// while other goroutines churn thousands of keys of the same shard, forcing
+// inserts, drops by Return, sweeps and rebuilds (growth, shrinking,
+// tombstones) under the decisions. With the clock frozen in each phase,
+// every hot key must admit exactly its capacity (returned events given back),
+// and the live count must match a recount of the table. A rebuild that lost
+// a racing decision or refund fails it.
+func TestRacesWithRebuildsAreExact(t *testing.T) {
+	var ns atomic.Int64
+	epoch := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const rate = 8
+	p, err := New(rate, WithClock(func() time.Time { return epoch.Add(time.Duration(ns.Load())) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shard = 5
+	hot := keysInShard(&p.t, shard, 4, "hot")
+	churn := keysInShard(&p.t, shard, 4000, "churn")
+	for phase := range 40 {
+		var admitted [4]atomic.Int64
+		var churners, deciders sync.WaitGroup
+		stop := make(chan struct{})
+		for g := range 4 {
+			churners.Add(1)
+			go func() {
+				defer churners.Done()
+				for i := g; ; i += 4 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k := churn[(i*7+phase*131)%len(churn)]
+					if i%3 == 0 {
+						p.Allow(k)
+					} else {
+						r := p.Reserve(k)
+						r.Return()
+					}
+				}
+			}()
+		}
+		for g := range 8 {
+			deciders.Add(1)
+			go func() {
+				defer deciders.Done()
+				for i := range 2000 {
+					j := (i + g) % len(hot)
+					r := p.Reserve(hot[j])
+					if !r.OK() {
+						continue
+					}
+					if i%2 == 0 {
+						r.Return()
+					} else {
+						admitted[j].Add(1)
+					}
+				}
+			}()
+		}
+		deciders.Wait()
+		close(stop)
+		churners.Wait()
+		for j, k := range hot {
+			for p.Allow(k) {
+				admitted[j].Add(1)
+			}
+			if got := admitted[j].Load(); got != rate {
+				t.Fatalf("phase %d, hot key %d: %d events admitted and kept; want exactly %d", phase, j, got, rate)
+			}
+		}
+		ns.Add(int64(time.Second) + int64(phase%3)*int64(time.Second)/3)
+	}
+	sh := &p.t.shards[shard]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := int64(0)
+	if tab := sh.tab.Load(); tab != nil {
+		for i := range tab.keys {
+			if tab.keys[i].Load() != 0 && tab.tats[i].Load() > deleted {
+				n++
+			}
+		}
+	}
+	if live := sh.live.Load(); live != n {
+		t.Fatalf("live count %d; a recount of the table finds %d", live, n)
+	}
+}
+
+// TestSaturatedClockIsNotAllowAll: a test clock whose first reading is the
+// zero time.Time and whose later readings are today's saturates Time.Sub; the
+// readings are clamped, so decisions stay decisions.
+func TestSaturatedClockIsNotAllowAll(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	zero := time.Time{}
+	now.Store(&zero)
+	p, err := New(20, WithClock(func() time.Time { return *now.Load() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	today := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now.Store(&today)
+	admitted := 0
+	for range 1000 {
+		if p.Allow("k") {
+			admitted++
+		}
+	}
+	if admitted != 20 || p.Len() != 1 {
+		t.Fatalf("%d of 1000 admitted at one instant, Len() = %d; want 20 and 1", admitted, p.Len())
+	}
+}
