@@ -85,11 +85,9 @@ func (p *Pace) Reserve(key string) Reservation {
 	h := p.t.hash(key)
 	now := p.t.now()
 	tat, wait, ok := p.t.take(h, p.b, now)
-	r := Reservation{p: p, key: h, at: now, ok: ok}
+	r := Reservation{p: p, key: h, at: now, d: -wait}
 	if ok {
-		r.d = tat
-	} else {
-		r.d = wait
+		r.d = tat - now // at least one interval: above zero
 	}
 	if p.obs != nil {
 		p.obs.Reserved(ok)
@@ -101,7 +99,7 @@ func (p *Pace) Reserve(key string) Reservation {
 // so. It is a Reserve that is never returned.
 func (p *Pace) Allow(key string) bool {
 	r := p.Reserve(key)
-	return r.ok
+	return r.d > 0
 }
 
 // Len reports the number of live rows: keys whose bucket was not full when
@@ -123,29 +121,28 @@ type Reservation struct {
 	p   *Pace
 	key uint64
 	at  int64 // the clock reading of the decision
-	d   int64 // ok: the arrival time the take set; refused: wait until it fits
-	ok  bool
+	// d > 0: admitted, and the debt the take left (its arrival time is at+d);
+	// d < 0: refused, and -d is the wait until one event fits;
+	// d = 0: the zero Reservation, or one already returned.
+	d int64
 }
 
 // OK reports whether the event was admitted (and debited).
-func (r Reservation) OK() bool { return r.ok }
+func (r Reservation) OK() bool { return r.d > 0 }
 
 // RetryAfter reports 0 when the reservation was admitted; when it was
 // refused, the exact time after the decision at which one event fits.
 func (r Reservation) RetryAfter() time.Duration {
-	if r.ok {
-		return 0
-	}
-	return time.Duration(r.d)
+	return time.Duration(max(-r.d, 0))
 }
 
 // Remaining reports how many whole events the key had left just after the
 // decision: for a RateLimit-Remaining header. It is 0 when refused.
 func (r Reservation) Remaining() int {
-	if !r.ok {
+	if r.d <= 0 {
 		return 0
 	}
-	return r.p.b.Remaining(time.Duration(r.d), time.Duration(r.at))
+	return r.p.b.Remaining(time.Duration(r.d), 0)
 }
 
 // Return gives the reserved event back, as if the reservation had not been
@@ -156,12 +153,13 @@ func (r Reservation) Remaining() int {
 // bucket above full. It does nothing on a refused reservation, on the zero
 // Reservation, or when called a second time on the same variable.
 func (r *Reservation) Return() {
-	if !r.ok {
+	if r.d <= 0 {
 		return
 	}
-	r.ok = false
+	tat := r.at + r.d
+	r.d = 0
 	p := r.p
-	if p.t.refund(r.key, p.b, r.d, p.t.now()) && p.obs != nil {
+	if p.t.refund(r.key, p.b, tat, p.t.now()) && p.obs != nil {
 		p.obs.Returned()
 	}
 }
