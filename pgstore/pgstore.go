@@ -24,7 +24,7 @@ var schemaSQL string
 // schemaVersion is recorded in the schema's meta table. New reinstalls the
 // tables and functions when the recorded version differs; bump it whenever
 // schema.sql changes.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // tables are the four namespaces, in the order Delete clears them.
 var tables = []string{"buckets", "slots", "bursts", "vals"}

@@ -89,6 +89,58 @@ LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN cur >= r THEN cur ELSE @schema@.sat_add(r, greatest(r - now, 0) / 2) END
 $$;
 
+-- sweep_buckets deletes up to p_limit rows of buckets that are reclaimable at
+-- p_now and returns how many; rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep_buckets(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH gone AS (
+		DELETE FROM @schema@.buckets b WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= p_now
+			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+		AND b.sweep_at <= p_now
+		RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
+-- sweep_slots deletes up to p_limit rows of slots that are reclaimable at
+-- p_now and returns how many; rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep_slots(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH gone AS (
+		DELETE FROM @schema@.slots b WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= p_now
+			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+		AND b.sweep_at <= p_now
+		RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
+-- sweep_bursts deletes up to p_limit rows of bursts that are reclaimable at
+-- p_now and returns how many; rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep_bursts(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH gone AS (
+		DELETE FROM @schema@.bursts b WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= p_now
+			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+		AND b.sweep_at <= p_now
+		RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
+-- sweep_vals deletes up to p_limit rows of vals that are reclaimable at
+-- p_now and returns how many; rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep_vals(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH gone AS (
+		DELETE FROM @schema@.vals b WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.vals s WHERE s.expires <= p_now
+			ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
+		AND b.expires <= p_now
+		RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
 -- mul_div is pace's mulDiv: floor(a × b / c) in IEEE double precision, the
 -- same operations in the same order, saturated to the bigint range.
 CREATE OR REPLACE FUNCTION @schema@.mul_div(a bigint, b bigint, c bigint) RETURNS bigint
@@ -188,11 +240,7 @@ BEGIN
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
-				DELETE FROM @schema@.buckets b
-				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= v_now
-					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.sweep_at <= v_now;
+				PERFORM @schema@.sweep_buckets(p_sweep, v_now);
 			END IF;
 			RETURN;
 		END IF;
@@ -238,11 +286,7 @@ BEGIN
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
-				DELETE FROM @schema@.slots b
-				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= v_now
-					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.sweep_at <= v_now;
+				PERFORM @schema@.sweep_slots(p_sweep, v_now);
 			END IF;
 			RETURN;
 		END IF;
@@ -346,11 +390,7 @@ BEGIN
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
-				DELETE FROM @schema@.bursts b
-				WHERE b.key = ANY (ARRAY(
-					SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= v_now
-					ORDER BY s.sweep_at LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-				AND b.sweep_at <= v_now;
+				PERFORM @schema@.sweep_bursts(p_sweep, v_now);
 			END IF;
 			RETURN;
 		END IF;
@@ -434,11 +474,7 @@ BEGIN
 	INSERT INTO @schema@.vals (key, value, expires) VALUES (p_key, p_value, v_expires)
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires;
 	IF p_sweep > 0 THEN
-		DELETE FROM @schema@.vals b
-		WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.vals s WHERE s.expires <= v_now
-			ORDER BY s.expires LIMIT p_sweep FOR UPDATE SKIP LOCKED))
-		AND b.expires <= v_now;
+		PERFORM @schema@.sweep_vals(p_sweep, v_now);
 	END IF;
 END
 $$;
@@ -460,29 +496,9 @@ CREATE OR REPLACE FUNCTION @schema@.sweep(p_limit integer, p_now bigint) RETURNS
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_now bigint := coalesce(p_now, @schema@.now_ns());
-	v_n bigint;
-	v_total bigint := 0;
 BEGIN
-	DELETE FROM @schema@.buckets b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.sweep_at <= v_now;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	v_total := v_total + v_n;
-	DELETE FROM @schema@.slots b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.sweep_at <= v_now;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	v_total := v_total + v_n;
-	DELETE FROM @schema@.bursts b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= v_now ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.sweep_at <= v_now;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	v_total := v_total + v_n;
-	DELETE FROM @schema@.vals b WHERE b.key = ANY (ARRAY(
-		SELECT s.key FROM @schema@.vals s WHERE s.expires <= v_now ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
-	AND b.expires <= v_now;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	RETURN v_total + v_n;
+	RETURN @schema@.sweep_buckets(p_limit, v_now) + @schema@.sweep_slots(p_limit, v_now)
+		+ @schema@.sweep_bursts(p_limit, v_now) + @schema@.sweep_vals(p_limit, v_now);
 END
 $$;
 
