@@ -267,74 +267,54 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	return false, ceiling, nil
 }
 
-// ReleaseSlot forwards to the backend within the timeout.
-func (f *failureStore) ReleaseSlot(ctx context.Context, key string) error {
+// forward runs op on the backend within the timeout. The methods without a
+// decision to substitute use it: they pass every error through unchanged.
+func (f *failureStore) forward(ctx context.Context, op func(context.Context) error) error {
 	if f.closed.Load() {
 		return errFailureClosed
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.s.ReleaseSlot(ctx, key)
+	return op(ctx)
+}
+
+// ReleaseSlot forwards to the backend within the timeout.
+func (f *failureStore) ReleaseSlot(ctx context.Context, key string) error {
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.ReleaseSlot(ctx, key) })
 }
 
 // RefreshSlot forwards to the backend within the timeout.
 func (f *failureStore) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
-	if f.closed.Load() {
-		return errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.RefreshSlot(ctx, key, ttl)
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.RefreshSlot(ctx, key, ttl) })
 }
 
 // ReleaseSlotBurst forwards to the backend within the timeout.
 func (f *failureStore) ReleaseSlotBurst(ctx context.Context, key string) error {
-	if f.closed.Load() {
-		return errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.ReleaseSlotBurst(ctx, key)
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.ReleaseSlotBurst(ctx, key) })
 }
 
 // RefreshSlotBurst forwards to the backend within the timeout.
 func (f *failureStore) RefreshSlotBurst(ctx context.Context, key string, ttl time.Duration) error {
-	if f.closed.Load() {
-		return errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.RefreshSlotBurst(ctx, key, ttl)
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.RefreshSlotBurst(ctx, key, ttl) })
 }
 
 // Get forwards to the backend within the timeout.
-func (f *failureStore) Get(ctx context.Context, key string) ([]byte, error) {
-	if f.closed.Load() {
-		return nil, errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.Get(ctx, key)
+func (f *failureStore) Get(ctx context.Context, key string) (value []byte, err error) {
+	err = f.forward(ctx, func(ctx context.Context) error {
+		value, err = f.s.Get(ctx, key)
+		return err
+	})
+	return value, err
 }
 
 // Set forwards to the backend within the timeout.
 func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if f.closed.Load() {
-		return errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.Set(ctx, key, value, ttl)
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.Set(ctx, key, value, ttl) })
 }
 
 // Delete forwards to the backend within the timeout.
 func (f *failureStore) Delete(ctx context.Context, key string) error {
-	if f.closed.Load() {
-		return errFailureClosed
-	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return f.s.Delete(ctx, key)
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.Delete(ctx, key) })
 }
 
 // Close closes the backend with the caller's ctx and makes every later call
