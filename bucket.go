@@ -155,3 +155,47 @@ func (b Bucket) Remaining(tat, now time.Duration) int {
 	}
 	return int(free / b.interval)
 }
+
+// TakeAll decides one take of every shape at now, all or nothing: the state
+// of a key limited by several shapes at once (20 a second and 1000 an hour,
+// say). tats[i] is shape i's arrival time. When every shape fits, ok is true
+// and next[i] is shape i's new arrival time; otherwise ok is false, next[i] is
+// tats[i] unchanged, and wait is the time after now at which every shape
+// fits. len(tats) and len(next) must equal len(shapes), at most MaxShapes.
+func TakeAll(shapes []Bucket, tats, next []time.Duration, now time.Duration) (wait time.Duration, ok bool) {
+	ok = true
+	for i, b := range shapes {
+		n, w, fits := b.Take(tats[i], now)
+		next[i], wait, ok = n, max(wait, w), ok && fits
+	}
+	if !ok {
+		copy(next, tats)
+		return wait, false
+	}
+	return 0, true
+}
+
+// RemainingAll reports the whole takes that still fit every shape at now,
+// and the time after now until every shape is full.
+func RemainingAll(shapes []Bucket, tats []time.Duration, now time.Duration) (remaining int, reset time.Duration) {
+	remaining = math.MaxInt
+	for i, b := range shapes {
+		remaining = min(remaining, b.Remaining(tats[i], now))
+		reset = max(reset, tats[i]-now)
+	}
+	return remaining, reset
+}
+
+// RefundAll gives back, at now, the take that receipt r describes, shape by
+// shape with Refund, to a key whose arrival times are tats, writing the new
+// ones to next. intact reports that the key's reorder count still equals
+// r.Gen. reordered reports whether any shape's refund reordered (the key's
+// reorder count must then be raised), and full whether every shape is full.
+func RefundAll(shapes []Bucket, tats, next []time.Duration, r Receipt, now time.Duration, intact bool) (full, reordered bool) {
+	full = true
+	for i, b := range shapes {
+		n, f, re := b.Refund(tats[i], r.At, r.Reserved[i], now, intact)
+		next[i], full, reordered = n, full && f, reordered || re
+	}
+	return full, reordered
+}
