@@ -64,10 +64,7 @@ const MaxRate = 1e9
 //
 // The pace is per process: N replicas give a client up to N × perSecond.
 func New(perSecond float64, opts ...Option) (*Pace, error) {
-	if !finitePositive(perSecond) || perSecond > MaxRate {
-		return nil, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
-	}
-	b, err := NewBucket(math.Max(1, perSecond), perSecond, 1)
+	b, err := paceShape(perSecond)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +73,15 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 	p.t.init(cfg)
 	p.t.widen(b)
 	return p, nil
+}
+
+// paceShape returns the bucket of a pace of perSecond events per second: one
+// second of the pace, at least one event. See New for the rules.
+func paceShape(perSecond float64) (Bucket, error) {
+	if !finitePositive(perSecond) || perSecond > MaxRate {
+		return Bucket{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
+	}
+	return NewBucket(math.Max(1, perSecond), perSecond, 1)
 }
 
 // Reserve debits one event from key's bucket and reports, in the returned

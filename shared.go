@@ -1,0 +1,686 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Shared is Pace's keyed pace kept in a Store, so that every process using
+// the same store shares one pace per key: N replicas behind a balancer give a
+// client the pace once, not N times.
+//
+// Each key has a token bucket of one second of the pace by default (as Pace),
+// refilled continuously; WithLimit adds more limits on the same key (20 a
+// second and 1000 an hour, say), taken all or nothing in one atomic step at
+// the store. Reserve debits and decides in that one step; a refused
+// reservation debits nothing; SharedReservation.Return gives an admitted one
+// back (all of it at once, later only its own unrefilled part, never above
+// full); RetryAfter and Remaining are exact at the decision. Time is the
+// store's clock, whatever the processes' clocks say.
+//
+// Two things spare the store. A key the store refused is remembered in
+// process until its retry-after, and decisions on it are refused locally,
+// with the remaining wait, without a round trip: the local tier. For GCRA
+// that refusal is exact (nothing fits sooner), except that a reservation of
+// the key returned by another process frees room the local tier does not
+// see, so its answer is stricter than the store's for at most the remaining
+// wait; a Return in this process forgets the key's local refusal. The local
+// tier keeps rows only for keys refused within the last horizon (the longest
+// refill time of one event among the limits), at most twice as many as
+// Pace would. And decisions share round trips: decisions that arrive while
+// one is in flight go together in the next (one Store.TakeMany), and a lone
+// decision is never delayed waiting for company.
+//
+// Without WithFallback a store error is returned to the caller (a store
+// wrapped by WithFailurePolicy turns it into that policy's decision first);
+// with it, decisions go to a per-replica Pace while the store fails.
+//
+// Shared must be created with NewShared. It is safe for concurrent use by
+// multiple goroutines. The long story is in docs/replicas.md.
+type Shared struct {
+	s      sharedStore
+	shapes []Bucket
+	local  Buckets // the local tier: refusals remembered until their retry-after
+	obs    SharedObserver
+
+	fb        *Pace
+	fbTimeout time.Duration
+	failing   atomic.Bool  // the store's last round trip failed
+	down      atomic.Int64 // while failing, the local clock reading until which decisions go to fb
+
+	rt roundTrips
+}
+
+// sharedStore is what Shared needs of a Store.
+type sharedStore interface {
+	Take(ctx context.Context, key string, shapes []Bucket) (Grant, error)
+	TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error
+	Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error
+}
+
+// SharedOption configures NewShared.
+type SharedOption func(*sharedConfig)
+
+type sharedConfig struct {
+	shapes     []Bucket
+	fb         *Pace
+	fbTimeout  time.Duration
+	fbSet      bool
+	observer   SharedObserver
+	clock      func() time.Time
+	roundTrips int
+	err        error
+}
+
+// WithLimit adds to every key a limit of n events per period, with a bucket
+// of max(1, n) events refilled continuously at n per period: WithLimit(1000,
+// time.Hour) beside a pace of 20 per second admits bursts of 20 and at most
+// 1000 in any hour (plus one hour's refill per hour of course). A take must
+// fit every limit, and a refusal by one debits none. n must be a positive
+// finite number and period above zero, and the shape valid for NewBucket;
+// with the pace, at most MaxShapes limits in all. Otherwise NewShared
+// returns an error wrapping ErrInvalidArgument.
+func WithLimit(n float64, period time.Duration) SharedOption {
+	return func(c *sharedConfig) {
+		if !finitePositive(n) || period <= 0 {
+			c.fail(invalid("limit of %v per %v is not a positive finite number per positive period", n, period))
+			return
+		}
+		b, err := NewBucket(max(1, n), n/period.Seconds(), 1)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.shapes = append(c.shapes, b)
+	}
+}
+
+// WithFallback makes decisions go to fb, a per-replica Pace (declared at the
+// replica's share of the pace: pace.New(rate/replicas)), while the store
+// fails. Each round trip is then bounded by timeout; one that errors or
+// times out sends the decisions it carried, and every decision for the next
+// timeout, to fb, after which the next decision probes the store again (one
+// round trip at a time, the others still going to fb): once the store
+// answers, decisions go back to it. fb applies only the pace of NewShared,
+// not the limits of WithLimit. A reservation made by fb is returned to fb.
+// Errors that a fallback cannot mend are still returned: invalid arguments,
+// a closed store, the caller's own context ending. fb must not be nil and
+// timeout must be above zero, else NewShared returns an error wrapping
+// ErrInvalidArgument. The default is no fallback: store errors are returned.
+func WithFallback(fb *Pace, timeout time.Duration) SharedOption {
+	return func(c *sharedConfig) {
+		if fb == nil || timeout <= 0 {
+			c.fail(invalid("fallback needs a Pace and a timeout above zero (got timeout %v)", timeout))
+			return
+		}
+		c.fb, c.fbTimeout, c.fbSet = fb, timeout, true
+	}
+}
+
+// WithRoundTrips sets how many round trips to the store one Shared keeps in
+// flight at once: decisions that arrive while that many are in flight wait
+// and go together in the next one. The default, 1, gives the largest
+// batches; more can help a store whose server has cores to spare (a
+// PostgreSQL pool, say). n must be at least 1, else NewShared returns an
+// error wrapping ErrInvalidArgument.
+func WithRoundTrips(n int) SharedOption {
+	return func(c *sharedConfig) {
+		if n < 1 {
+			c.fail(invalid("round trips in flight %d < 1", n))
+			return
+		}
+		c.roundTrips = n
+	}
+}
+
+// WithSharedObserver reports the decisions, round trips and returns of a
+// Shared to o (see package instrument). The default is none.
+func WithSharedObserver(o SharedObserver) SharedOption {
+	return func(c *sharedConfig) { c.observer = o }
+}
+
+// WithSharedClock makes the local tier and the fallback's retry timing read
+// time from now instead of the monotonic clock, as WithClock does for Pace.
+// Decisions on the store still take the store's time. A nil now keeps the
+// default.
+func WithSharedClock(now func() time.Time) SharedOption {
+	return func(c *sharedConfig) { c.clock = now }
+}
+
+func (c *sharedConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// SharedPath says which tier decided a SharedReservation.
+type SharedPath uint8
+
+const (
+	// PathStore is a decision the store made.
+	PathStore SharedPath = iota + 1
+	// PathLocal is a refusal the local tier made, for a key the store had
+	// refused (or emptied) and whose retry-after had not passed.
+	PathLocal
+	// PathFallback is a decision the fallback Pace made while the store
+	// failed (see WithFallback).
+	PathFallback
+)
+
+// String returns "store", "local" or "fallback" (a description of an invalid
+// value otherwise): the values of instrument's path label.
+func (p SharedPath) String() string {
+	switch p {
+	case PathStore:
+		return "store"
+	case PathLocal:
+		return "local"
+	case PathFallback:
+		return "fallback"
+	}
+	return fmt.Sprintf("SharedPath(%d)", uint8(p))
+}
+
+// SharedObserver receives what a Shared does (see WithSharedObserver), for
+// metrics. Its methods are called on the decision path and must be fast and
+// safe for concurrent use by multiple goroutines.
+type SharedObserver interface {
+	// Decided is called once per decision with the tier that made it and
+	// its outcome: once per Reserve or Allow that did not fail.
+	Decided(path SharedPath, ok bool)
+	// RoundTrip is called once per round trip to the store (successful or
+	// not) with the number of decisions it carried.
+	RoundTrip(decisions int)
+	// Returned is called once per SharedReservation.Return that gave back
+	// an admitted reservation (or tried to: a store error counts too), with
+	// the tier that had admitted it.
+	Returned(path SharedPath)
+}
+
+// NewShared returns a Shared keeping a pace of perSecond events per second
+// per key, with a bucket of one second of it (as New), in s, shared by every
+// process that uses the same store. Options add limits (WithLimit), a
+// fallback (WithFallback) and metrics (WithSharedObserver).
+//
+// perSecond must be a positive finite number no larger than MaxRate; s must
+// not be nil; invalid options are reported too. The error then wraps
+// ErrInvalidArgument.
+func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error) {
+	if s == nil {
+		return nil, invalid("nil store")
+	}
+	ts, ok := s.(sharedStore)
+	if !ok {
+		return nil, invalid("store %T has no Take, TakeMany and Refund", s)
+	}
+	first, err := paceShape(perSecond)
+	if err != nil {
+		return nil, err
+	}
+	cfg := sharedConfig{roundTrips: 1}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	if n := 1 + len(cfg.shapes); n > MaxShapes {
+		return nil, invalid("%d limits exceed MaxShapes (%d)", n, MaxShapes)
+	}
+	p := &Shared{
+		s:         ts,
+		shapes:    append([]Bucket{first}, cfg.shapes...),
+		obs:       cfg.observer,
+		fb:        cfg.fb,
+		fbTimeout: cfg.fbTimeout,
+	}
+	p.rt.max = cfg.roundTrips
+	p.local.init(config{clock: cfg.clock})
+	for _, b := range p.shapes {
+		// A refusal waits at most one interval of the shape that refused:
+		// the local tier's rows all expire within the longest.
+		p.local.widen(Bucket{tolerance: b.interval})
+	}
+	return p, nil
+}
+
+// Reserve debits one event from every limit of key at the store, all or
+// nothing, and reports in the returned SharedReservation whether it fitted,
+// and if not when it will. A refused reservation debits nothing.
+//
+// key must be non-empty and at most MaxKeyLen bytes, else the error wraps
+// ErrInvalidArgument (and never contains the key). A store error is returned
+// as it is, unless WithFallback was given, in which case the fallback
+// decides. When ctx ends while the decision waits for its round trip, Reserve
+// returns an error wrapping ctx.Err(); as with any store call cut short, the
+// store may have debited the event all the same.
+func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
+	if err := ValidateKey(key); err != nil {
+		return SharedReservation{}, err
+	}
+	h := p.local.hash(key)
+	now := p.local.now()
+	if wait, refused := p.held(h, now); refused {
+		p.decided(PathLocal, false)
+		return SharedReservation{p: p, dec: decision{d: -wait, via: PathLocal}}, nil
+	}
+	probe := false
+	if p.fb != nil && p.failing.Load() {
+		if p.storeDown(now) {
+			return SharedReservation{p: p, key: key, dec: p.fallback(key)}, nil
+		}
+		probe = true
+	}
+	dec, err := p.viaStore(ctx, key, h, probe)
+	if err != nil {
+		return SharedReservation{}, err
+	}
+	return SharedReservation{p: p, key: key, dec: dec}, nil
+}
+
+// Allow reports whether key may make one more event now, and debits it if
+// so: a Reserve that is never returned. Errors are Reserve's.
+func (p *Shared) Allow(ctx context.Context, key string) (bool, error) {
+	r, err := p.Reserve(ctx, key)
+	return r.dec.d > 0, err
+}
+
+// Shapes returns a copy of the limits every key has, the pace of NewShared
+// first, then those of WithLimit in order: for RateLimit-Policy headers.
+func (p *Shared) Shapes() []Bucket { return append([]Bucket(nil), p.shapes...) }
+
+// Len reports the rows of the local tier: keys refused within the last
+// horizon whose refusal had not expired when last looked at.
+func (p *Shared) Len() int { return p.local.Len() }
+
+// SharedReservation is the outcome of Shared.Reserve: a small value that does
+// not allocate. Its methods are not safe for concurrent use on the same
+// variable.
+//
+// A SharedReservation must not be copied (go vet's copylocks check reports
+// copies): Return disarms the variable it is called on, not its copies.
+type SharedReservation struct {
+	_   noCopy
+	p   *Shared
+	key string // set when admitted, for Return
+	dec decision
+}
+
+// decision is what one tier decided, as a SharedReservation holds it.
+type decision struct {
+	// d > 0: admitted (by the fallback: the debt its take left, as in
+	// Reservation); d < 0: refused, and -d is the wait in nanoseconds;
+	// d = 0: the zero value, or one already returned.
+	d    int64
+	left int // whole events left after the decision
+	via  SharedPath
+	// r is the store's receipt; for the fallback, At and Gen are the
+	// fallback's clock reading and reorder count at its take.
+	r Receipt
+}
+
+// OK reports whether the event was admitted (and debited).
+func (r *SharedReservation) OK() bool { return r.dec.d > 0 }
+
+// RetryAfter reports 0 when the reservation was admitted; when it was
+// refused, the time after the decision at which one event fits every limit:
+// exact when the store refused; from the local tier, the store's answer less
+// the time since (at most one round trip shorter than exact, never longer).
+func (r *SharedReservation) RetryAfter() time.Duration {
+	return time.Duration(max(-r.dec.d, 0))
+}
+
+// Remaining reports how many whole events the key had left in its tightest
+// limit just after the decision: for a RateLimit-Remaining header. It is 0
+// when refused.
+func (r *SharedReservation) Remaining() int {
+	if r.dec.d <= 0 {
+		return 0
+	}
+	return r.dec.left
+}
+
+// Path reports which tier decided: PathStore, PathLocal or PathFallback (0
+// for the zero SharedReservation).
+func (r *SharedReservation) Path() SharedPath { return r.dec.via }
+
+// Return gives the reserved event back to where it was taken, as
+// Reservation.Return does: all of it at once, later only the part not yet
+// refilled, never above full, whatever the order of returns across
+// processes. It does nothing (and returns nil) on a refused reservation, on
+// the zero SharedReservation, or when called a second time on the same
+// variable. The variable is disarmed before the store is called, so a store
+// error (returned as it is) leaves the event debited: stricter, never over
+// the pace. A return to the store also forgets the key's refusal in this
+// process's local tier.
+func (r *SharedReservation) Return(ctx context.Context) error {
+	d := r.dec.d
+	if d <= 0 {
+		return nil
+	}
+	r.dec.d = 0
+	p := r.p
+	if p.obs != nil {
+		p.obs.Returned(r.dec.via)
+	}
+	if r.dec.via == PathFallback {
+		fb := p.fb
+		fr := Reservation{p: fb, key: fb.t.hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
+		fr.Return()
+		return nil
+	}
+	if err := p.s.Refund(ctx, r.key, p.shapes, r.dec.r); err != nil {
+		return err
+	}
+	p.local.Forget(r.key)
+	return nil
+}
+
+// heldShape is the bucket through which the local tier reads a row: a row's
+// value is the local clock reading until which its key is refused, and this
+// shape refuses exactly while that is after now, with that wait.
+var heldShape = Bucket{interval: 1, tolerance: 1}
+
+// held reports whether the local tier refuses the key hashed to h at now,
+// and for how long.
+func (p *Shared) held(h uint64, now int64) (wait int64, refused bool) {
+	t := &p.local
+	if sh := t.shardOf(h); now >= sh.nextSweep.Load() {
+		t.trySweep(sh, now) // as a Pace decision does: rows go within a horizon
+	}
+	_, w, ok := t.peek(h, heldShape, now)
+	return w, !ok
+}
+
+// hold makes the local tier refuse the key hashed to h for wait after now,
+// unless it already does. A row already holding the key is kept: both
+// came from the store, and the shorter only sends one more decision to it.
+func (p *Shared) hold(h uint64, now, wait int64) {
+	if wait <= 0 {
+		return
+	}
+	b := Bucket{interval: time.Duration(wait), tolerance: time.Duration(wait)}
+	p.local.widen(b) // a wait beyond the shapes' (a fail-closed policy's, say)
+	p.local.take(h, b, now)
+}
+
+// nextFit returns the time after an admission at which the next take of its
+// key fits every shape, from its receipt: 0 when one fits at once.
+func (p *Shared) nextFit(r *Receipt) int64 {
+	w := time.Duration(0)
+	for i, b := range p.shapes {
+		w = max(w, r.Reserved[i]+b.interval-b.tolerance-r.At)
+	}
+	return int64(w)
+}
+
+func (p *Shared) decided(path SharedPath, ok bool) {
+	if p.obs != nil {
+		p.obs.Decided(path, ok)
+	}
+}
+
+// storeDown reports whether a decision at now goes to the fallback while the
+// store is failing: until its retry is due. The one decision that finds the
+// retry due claims it (the probe) and goes to the store; the others keep
+// going to the fallback for one more timeout.
+func (p *Shared) storeDown(now int64) bool {
+	d := p.down.Load()
+	return now < d || !p.down.CompareAndSwap(d, now+int64(p.fbTimeout))
+}
+
+// fallback decides key on the fallback Pace.
+func (p *Shared) fallback(key string) decision {
+	fb := p.fb
+	r := fb.Reserve(key)
+	dec := decision{d: r.d, via: PathFallback, r: Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	if r.d > 0 {
+		dec.left = fb.b.Remaining(time.Duration(r.d), 0)
+	}
+	p.decided(PathFallback, r.d > 0)
+	return dec
+}
+
+// roundTrips gathers the decisions that go to the store. At most max round
+// trips are in flight; a decision that finds one free leads its own round
+// trip at once, and the others queue. A round trip's leader, once done, hands
+// the whole queue to one of its callers, which leads it as the next round
+// trip: no goroutine of its own, and no decision waits for company.
+type roundTrips struct {
+	mu       sync.Mutex
+	inflight int     // guarded by mu
+	queue    []*call // guarded by mu
+	max      int
+}
+
+// call is one decision waiting for the store.
+type call struct {
+	ctx   context.Context
+	key   string
+	h     uint64
+	probe bool // the decision that retries a failing store
+	state atomic.Int32
+	wake  chan *batch // nil: the result is ready; a batch: lead it
+	dec   decision
+	err   error
+}
+
+// Call states: a queued call is waiting until its leader resolves it (with a
+// result, or by handing it a batch to lead), unless its caller abandons it
+// first (its context ended). Whoever moves it out of waiting owns what
+// happens next.
+const (
+	waiting int32 = iota
+	resolved
+	abandoned
+)
+
+// batch is the decisions of one round trip, with their buffers.
+type batch struct {
+	calls []*call
+	keys  []string
+	out   []Grant
+}
+
+var (
+	callPool  = sync.Pool{New: func() any { return &call{wake: make(chan *batch, 1)} }}
+	batchPool = sync.Pool{New: func() any { return new(batch) }}
+)
+
+// viaStore decides key at the store, in a round trip of its own or in the
+// next one with the decisions that arrived while the round trips in flight
+// were.
+func (p *Shared) viaStore(ctx context.Context, key string, h uint64, probe bool) (decision, error) {
+	c := callPool.Get().(*call)
+	c.ctx, c.key, c.h, c.probe = ctx, key, h, probe
+	rt := &p.rt
+	rt.mu.Lock()
+	if rt.inflight < rt.max {
+		rt.inflight++
+		rt.mu.Unlock()
+		c.state.Store(resolved)
+		b := batchPool.Get().(*batch)
+		b.calls = append(b.calls[:0], c)
+		p.lead(c, b)
+	} else {
+		c.state.Store(waiting)
+		rt.queue = append(rt.queue, c)
+		rt.mu.Unlock()
+		var b *batch
+		select {
+		case b = <-c.wake:
+		case <-ctx.Done():
+			if c.state.CompareAndSwap(waiting, abandoned) {
+				// The call now belongs to the round trip that holds it,
+				// which drops it; it never returns to the pool.
+				return decision{}, fmt.Errorf("pace: shared decision: %w", ctx.Err())
+			}
+			b = <-c.wake // resolved just now: the message is on its way
+		}
+		if b != nil {
+			p.lead(c, b)
+		}
+	}
+	dec, err := c.dec, c.err
+	c.ctx, c.key, c.probe, c.dec, c.err = nil, "", false, decision{}, nil
+	callPool.Put(c)
+	return dec, err
+}
+
+// lead runs the round trip of b, whose decisions include self's (unless the
+// local tier answers it first), then hands the queue to the next leader.
+func (p *Shared) lead(self *call, b *batch) {
+	p.roundTrip(self, b)
+	rt := &p.rt
+	for {
+		rt.mu.Lock()
+		if len(rt.queue) == 0 {
+			rt.inflight--
+			rt.mu.Unlock()
+			clear(b.calls[:cap(b.calls)])
+			b.calls = b.calls[:0]
+			batchPool.Put(b)
+			return
+		}
+		b.calls, rt.queue = rt.queue, b.calls[:0]
+		rt.mu.Unlock()
+		for i, c := range b.calls {
+			if c.state.CompareAndSwap(waiting, resolved) {
+				n := copy(b.calls, b.calls[i:])
+				clear(b.calls[n:])
+				b.calls = b.calls[:n]
+				c.wake <- b
+				return
+			}
+		}
+		clear(b.calls) // every queued call was abandoned
+		b.calls = b.calls[:0]
+	}
+}
+
+// roundTrip decides the calls of b: those the local tier now refuses (they
+// queued before their key was refused) locally, the others in one round
+// trip to the store (or on the fallback), and delivers every result.
+func (p *Shared) roundTrip(self *call, b *batch) {
+	now := p.local.now()
+	failing := p.fb != nil && p.failing.Load()
+	n := 0
+	for _, c := range b.calls {
+		if c != self && c.state.Load() == abandoned {
+			continue
+		}
+		if wait, refused := p.held(c.h, now); refused {
+			p.decided(PathLocal, false)
+			p.deliver(self, c, decision{d: -wait, via: PathLocal}, nil)
+			continue
+		}
+		if failing && !c.probe { // queued before the store failed
+			p.deliver(self, c, p.fallback(c.key), nil)
+			continue
+		}
+		b.calls[n] = c
+		n++
+	}
+	clear(b.calls[n:])
+	b.calls = b.calls[:n]
+	if n == 0 {
+		return
+	}
+	b.keys = b.keys[:0]
+	for _, c := range b.calls {
+		b.keys = append(b.keys, c.key)
+	}
+	if cap(b.out) < n {
+		b.out = make([]Grant, n)
+	}
+	b.out = b.out[:n]
+	err := p.send(self.ctx, b)
+	if p.obs != nil {
+		p.obs.RoundTrip(n)
+	}
+	switch {
+	case err == nil:
+		if p.failing.Load() {
+			p.failing.Store(false)
+		}
+		for i, c := range b.calls {
+			p.deliver(self, c, p.record(c.h, &b.out[i], now), nil)
+		}
+	case self.ctx.Err() != nil:
+		// The leader's caller gave up: the error is its own, and the other
+		// decisions go to the next round trip.
+		rt := &p.rt
+		rt.mu.Lock()
+		for _, c := range b.calls {
+			if c == self {
+				p.deliver(self, c, decision{}, err)
+			} else {
+				rt.queue = append(rt.queue, c)
+			}
+		}
+		rt.mu.Unlock()
+	case p.fb == nil || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed):
+		for _, c := range b.calls {
+			p.deliver(self, c, decision{}, err)
+		}
+	default:
+		p.down.Store(now + int64(p.fbTimeout)) // before failing: whoever sees failing sees its window
+		p.failing.Store(true)
+		for _, c := range b.calls {
+			p.deliver(self, c, p.fallback(c.key), nil)
+		}
+	}
+	clear(b.keys)
+}
+
+// send makes the round trip of b's keys, bounded by the fallback's timeout
+// when there is one.
+func (p *Shared) send(ctx context.Context, b *batch) error {
+	if p.fb != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.fbTimeout)
+		defer cancel()
+	}
+	if len(b.keys) == 1 {
+		var err error
+		b.out[0], err = p.s.Take(ctx, b.keys[0], p.shapes)
+		return err
+	}
+	return p.s.TakeMany(ctx, b.keys, p.shapes, b.out)
+}
+
+// record turns the store's grant for the key hashed to h, asked for at now,
+// into a decision, and remembers in the local tier when the key is refused:
+// after a refusal, and after an admission that left no event, until the
+// next one fits. The wait counts from now, before the round trip, so the
+// local tier never refuses longer than the store would.
+func (p *Shared) record(h uint64, g *Grant, now int64) decision {
+	if !g.OK {
+		wait := int64(g.RetryAfter)
+		p.hold(h, now, wait)
+		p.decided(PathStore, false)
+		return decision{d: -wait, via: PathStore}
+	}
+	p.hold(h, now, p.nextFit(&g.Receipt))
+	p.decided(PathStore, true)
+	return decision{d: 1, left: g.Remaining, via: PathStore, r: g.Receipt}
+}
+
+// deliver gives c its result, waking its caller unless c is the leader's own.
+func (p *Shared) deliver(self, c *call, dec decision, err error) {
+	if c == self {
+		c.dec, c.err = dec, err
+		return
+	}
+	if !c.state.CompareAndSwap(waiting, resolved) {
+		return // abandoned
+	}
+	c.dec, c.err = dec, err
+	c.wake <- nil
+}
