@@ -157,3 +157,6 @@ func QueuedDecisions(p *Shared) int {
 	defer p.rt.mu.Unlock()
 	return len(p.rt.queue)
 }
+
+// Close does nothing: a StandIn holds nothing to release.
+func (s *StandIn) Close(context.Context) error { return nil }

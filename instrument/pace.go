@@ -88,11 +88,7 @@ func NewPace(perSecond float64, reg prometheus.Registerer, opts ...pace.Option) 
 	if err != nil {
 		return nil, err
 	}
-	m.rows = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace,
-		Name:      "rows",
-		Help:      "Live rows of the Pace: keys whose bucket was not full when last looked at.",
-	}, func() float64 { return float64(p.Len()) })
+	m.rows = rowsGauge("", "rows", "Live rows of the Pace: keys whose bucket was not full when last looked at.", p.Len)
 	if err := reg.Register(m); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,146 @@
+package instrument
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratepace/pace"
+)
+
+// sharedPaths are the values of the path label, indexed by pace.SharedPath.
+var sharedPaths = [...]pace.SharedPath{pace.PathStore, pace.PathLocal, pace.PathFallback}
+
+// roundTripBuckets are the upper bounds of the decisions-per-round-trip
+// histogram: powers of two up to the batches of a few hundred concurrent
+// callers.
+var roundTripBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+
+// sharedMetrics is both the pace.SharedObserver given to the Shared and the
+// Collector registered for it.
+type sharedMetrics struct {
+	decisions  *prometheus.CounterVec
+	decided    [len(sharedPaths) + 1][2]prometheus.Counter // [path][ok]
+	roundTrips prometheus.Histogram
+	returns    *prometheus.CounterVec
+	returned   [len(sharedPaths) + 1]prometheus.Counter
+	rows       prometheus.GaugeFunc
+}
+
+var _ pace.SharedObserver = (*sharedMetrics)(nil)
+
+// Decided implements pace.SharedObserver.
+func (m *sharedMetrics) Decided(path pace.SharedPath, ok bool) {
+	if int(path) >= len(m.decided) || path == 0 {
+		return
+	}
+	i := 0
+	if ok {
+		i = 1
+	}
+	if c := m.decided[path][i]; c != nil {
+		c.Inc()
+	}
+}
+
+// RoundTrip implements pace.SharedObserver.
+func (m *sharedMetrics) RoundTrip(decisions int) { m.roundTrips.Observe(float64(decisions)) }
+
+// Returned implements pace.SharedObserver.
+func (m *sharedMetrics) Returned(path pace.SharedPath) {
+	if int(path) < len(m.returned) && m.returned[path] != nil {
+		m.returned[path].Inc()
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *sharedMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.decisions.Describe(ch)
+	m.roundTrips.Describe(ch)
+	m.returns.Describe(ch)
+	m.rows.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *sharedMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.decisions.Collect(ch)
+	m.roundTrips.Collect(ch)
+	m.returns.Collect(ch)
+	m.rows.Collect(ch)
+}
+
+// NewShared returns pace.NewShared(s, perSecond, opts...) with what it does
+// counted in four metrics registered on reg:
+//
+//   - pace_shared_decisions_total{path, result}, a counter of decisions by
+//     the tier that made them, path "store", "local" (a refusal the local
+//     tier answered without a round trip) or "fallback" (see
+//     pace.WithFallback), and outcome, result "reserved" or "refused";
+//   - pace_shared_round_trip_decisions, a histogram of the decisions each
+//     round trip to the store carried: its _count is the round trips, its
+//     _sum the decisions they carried;
+//   - pace_shared_returned_total{path}, a counter of reservations given back
+//     by SharedReservation.Return, by the tier that had admitted them
+//     ("store" or "fallback");
+//   - pace_shared_local_rows, a gauge of the local tier's rows (Shared.Len),
+//     read at each scrape.
+//
+// Store errors are not counted here: wrap s with Wrap for those, and for
+// round-trip latencies. The counting is done by a pace.SharedObserver
+// appended to opts, which replaces any pace.WithSharedObserver in opts.
+//
+// NewShared returns the error of pace.NewShared (wrapping
+// pace.ErrInvalidArgument for invalid arguments) without registering
+// anything, and the registration error without returning the Shared. The
+// error wraps pace.ErrInvalidArgument when reg is nil.
+func NewShared(s pace.Store, perSecond float64, reg prometheus.Registerer, opts ...pace.SharedOption) (*pace.Shared, error) {
+	if reg == nil {
+		return nil, errNilRegisterer
+	}
+	m := &sharedMetrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Subsystem: "shared",
+			Name:      "decisions_total",
+			Help:      "Shared decisions by the tier that made them (path: store, local or fallback) and outcome (result: reserved or refused).",
+		}, []string{"path", "result"}),
+		roundTrips: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Subsystem: "shared",
+			Name:      "round_trip_decisions",
+			Help:      "Decisions carried by each round trip of a Shared to its store.",
+			Buckets:   roundTripBuckets,
+		}),
+		returns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Subsystem: "shared",
+			Name:      "returned_total",
+			Help:      "Shared reservations given back by SharedReservation.Return, by the tier that had admitted them (path: store or fallback).",
+		}, []string{"path"}),
+	}
+	for _, path := range sharedPaths {
+		m.decided[path][0] = m.decisions.WithLabelValues(path.String(), "refused")
+		if path != pace.PathLocal { // the local tier only refuses
+			m.decided[path][1] = m.decisions.WithLabelValues(path.String(), "reserved")
+			m.returned[path] = m.returns.WithLabelValues(path.String())
+		}
+	}
+	p, err := pace.NewShared(s, perSecond, append(opts[:len(opts):len(opts)], pace.WithSharedObserver(m))...)
+	if err != nil {
+		return nil, err
+	}
+	m.rows = rowsGauge("shared", "local_rows", "Rows of the Shared's local tier: keys refused within the last horizon.", p.Len)
+	if err := reg.Register(m); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// rowsGauge returns a gauge that reads rows at each scrape, rather than a
+// count mirrored on the decision path.
+func rowsGauge(subsystem, name, help string, rows func() int) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Subsystem: subsystem,
+		Name:      name,
+		Help:      help,
+	}, func() float64 { return float64(rows()) })
+}
