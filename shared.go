@@ -29,9 +29,9 @@ import (
 // the key returned by another process frees room the local tier does not
 // see, so its answer is stricter than the store's for at most the remaining
 // wait; a Return in this process forgets the key's local refusal. The local
-// tier keeps rows only for keys refused within the last horizon (the longest
-// refill time of one event among the limits), at most twice as many as
-// Pace would. And decisions share round trips: decisions that arrive while
+// tier keeps rows only for keys refused within the last horizon (the time
+// the longest limit takes to refill: one second by default), at most twice
+// as many, as Pace does. And decisions share round trips: decisions that arrive while
 // one is in flight go together in the next (one Store.TakeMany), and a lone
 // decision is never delayed waiting for company.
 //
@@ -243,9 +243,10 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 	p.rt.max = cfg.roundTrips
 	p.local.init(config{clock: cfg.clock})
 	for _, b := range p.shapes {
-		// A refusal waits at most one interval of the shape that refused:
-		// the local tier's rows all expire within the longest.
-		p.local.widen(Bucket{tolerance: b.interval})
+		// A refusal waits at most one interval of the shape that refused,
+		// so every row expires within the longest tolerance: the horizon,
+		// as in a Pace of that shape (one second by default).
+		p.local.widen(b)
 	}
 	return p, nil
 }

@@ -1,7 +1,8 @@
-// Package instrument exports Prometheus metrics for a pace.Store and a pace.Pace.
+// Package instrument exports Prometheus metrics for a pace.Store, a pace.Pace and a pace.Shared.
 //
 // Wrap decorates a Store and returns the same interface; NewPace builds a
-// Pace whose decisions are counted; FailureHook counts the decisions a
+// Pace whose decisions are counted, NewShared a Shared whose decisions are
+// counted by path; FailureHook counts the decisions a
 // Store wrapped by pace.WithFailurePolicy makes in place of a failed backend.
 // Every metric is registered only on the prometheus.Registerer given, never
 // on the global one, and is named in the pace_ namespace:
@@ -12,6 +13,10 @@
 //	pace_reservations_total{result}                 counter   NewPace
 //	pace_returned_total                             counter   NewPace
 //	pace_rows                                       gauge     NewPace
+//	pace_shared_decisions_total{path, result}       counter   NewShared
+//	pace_shared_round_trip_decisions                histogram NewShared
+//	pace_shared_returned_total{path}                counter   NewShared
+//	pace_shared_local_rows                          gauge     NewShared
 //
 // Labels are few and fixed; a key is never a label, since keys come from
 // clients and a label per key is a cardinality explosion an attacker
