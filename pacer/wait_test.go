@@ -235,3 +235,61 @@ func TestCallerBehindCancelledWaitsMovesUp(t *testing.T) {
 		}
 	}
 }
+
+// Many callers waiting while others give up and responses move slots
+// later, all at once (run it under -race): every Wait returns, nil or the
+// context's error for those that gave up, and none is left in the queue.
+func TestWaitUnderCancelsAndRetryAfters(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c, pacer.WithWindow(1250*time.Millisecond))
+	p.Observe(state(100, 90))
+	const n = 200
+	done := make(chan waitResult, n)
+	cancels := make([]context.CancelFunc, n)
+	for i := range cancels {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		go func() {
+			err := p.Wait(ctx)
+			done <- waitResult{i, err, c.Now()}
+		}()
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	went := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for returned, i := 0, 0; returned < n; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Waits returned; %d callers still queued", returned, n, pacer.Queued(p))
+		}
+		switch {
+		case i%13 == 3:
+			cancels[(i*31)%n]()
+		case i%400 == 0:
+			p.Observe(pacer.Signal{Limit: 100, Used: 100, HasUsed: true, RetryAfter: 500 * time.Millisecond, Throttled: true})
+		case i%3 == 0:
+			p.Observe(state(100, 95))
+		}
+		c.Advance(5 * time.Millisecond)
+		runtime.Gosched()
+		for len(done) > 0 {
+			r := <-done
+			returned++
+			switch {
+			case r.err == nil:
+				went++
+			case !errors.Is(r.err, context.Canceled):
+				t.Fatalf("caller %d: Wait() = %v; want nil or context.Canceled", r.caller, r.err)
+			}
+		}
+	}
+	if q := pacer.Queued(p); q != 0 {
+		t.Fatalf("%d callers queued after every Wait returned; want 0", q)
+	}
+	if went < n/10 { // about 50 go, the others give up first
+		t.Fatalf("%d of %d callers went; want a good part of them", went, n)
+	}
+}
