@@ -74,12 +74,7 @@ func startWaits(t *testing.T, c *fakeClock, p *pacer.Pacer, n int) ([]context.Ca
 	cancels := make([]context.CancelFunc, n)
 	base := pacer.Queued(p)
 	for i := range cancels {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancels[i] = cancel
-		go func() {
-			err := p.Wait(ctx)
-			done <- waitResult{i, err, c.Now()}
-		}()
+		cancels[i] = goWait(c, p, i, done)
 		waitQueued(t, p, base+i+1)
 	}
 	settle(t, c)
@@ -95,6 +90,17 @@ type waitResult struct {
 	caller int
 	err    error
 	at     time.Time
+}
+
+// goWait starts caller i of p.Wait, which reports to done, and returns
+// the cancel function of its context.
+func goWait(c *fakeClock, p *pacer.Pacer, i int, done chan<- waitResult) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		err := p.Wait(ctx)
+		done <- waitResult{i, err, c.Now()}
+	}()
+	return cancel
 }
 
 // Issue 8, point 3: a Retry-After observed while callers wait held back
@@ -247,12 +253,7 @@ func TestWaitUnderCancelsAndRetryAfters(t *testing.T) {
 	done := make(chan waitResult, n)
 	cancels := make([]context.CancelFunc, n)
 	for i := range cancels {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancels[i] = cancel
-		go func() {
-			err := p.Wait(ctx)
-			done <- waitResult{i, err, c.Now()}
-		}()
+		cancels[i] = goWait(c, p, i, done)
 	}
 	defer func() {
 		for _, cancel := range cancels {
