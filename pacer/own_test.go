@@ -55,9 +55,9 @@ func TestOwnExactAtTwoCallsPerBucket(t *testing.T) {
 		var e exactOwn
 		width := max(window/ownBuckets, 1)
 		now := ownT0
-		for i := 0; i < 20000; i++ {
+		for i := 0; i < 5000; i++ {
 			gap := width/2 + time.Duration(rng.Int64N(int64(3*width)))
-			if rng.IntN(500) == 0 {
+			if rng.IntN(200) == 0 {
 				gap = window + time.Duration(rng.Int64N(int64(window)+1)) // idle
 			}
 			now = now.Add(max(gap, 1))
