@@ -292,7 +292,8 @@ func errWouldExceedDeadline() error {
 // Reserve books the next call and returns how long the caller must wait
 // before making it (zero to go now). It never blocks; it is Wait for
 // callers that schedule their own work, such as simulations. The slot
-// cannot be given back.
+// cannot be given back, and unlike a waiting caller's it does not move: a
+// Retry-After observed before it comes holds only the calls booked after.
 func (p *Pacer) Reserve() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
