@@ -63,14 +63,7 @@ type shard struct {
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
 	used  int          // slots with a key, live or deleted; guarded by mu
 	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
-	// last is the take given back by the latest reordering refund, so that a
-	// second refund of it (through a copy of its Reservation) gives nothing;
-	// guarded by mu.
-	last struct {
-		key             uint64
-		taken, reserved int64
-	}
-	_ [8]byte
+	_     [32]byte
 }
 
 // slotTable is an open-addressing table with linear probing. A slot's key is
@@ -270,9 +263,6 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		return false
 	}
 	intact := sh.reorders.Load() == gen
-	if !intact && sh.last.key == h && sh.last.taken == taken && sh.last.reserved == reserved {
-		return false // given back already, through a copy
-	}
 	for {
 		v := s.Load()
 		if v == deleted {
@@ -291,7 +281,6 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 			continue
 		}
 		if reordered {
-			sh.last.key, sh.last.taken, sh.last.reserved = h, taken, reserved
 			sh.reorders.Add(1)
 		}
 		return gave
