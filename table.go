@@ -14,9 +14,10 @@ import (
 // token buckets in one.
 //
 // Full buckets are forgotten, since a full bucket and an absent one decide
-// alike: memory is bounded by the keys that took within the last horizon
-// (the longest Tolerance of the shapes used), not by the keys ever named. See
-// the Pace documentation for how and when rows are reclaimed.
+// alike: memory is bounded by the keys that took within the last sweep
+// period (the longest Tolerance of the shapes used, at most a second), not
+// by the keys ever named, and a full row is reclaimed within about a period
+// whatever other shapes the table holds. See sweep.go for how and when.
 //
 // Keys are stored as 64-bit hashes under a seed chosen at random for each
 // table, never as strings, so a key never pins the caller's buffer. Two
@@ -32,7 +33,7 @@ type Buckets struct {
 	seed    maphash.Seed
 	epoch   time.Time
 	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
-	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds
+	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds (see period)
 	cursor  atomic.Uint32    // the next shard sweepIdle looks at
 }
 
@@ -167,9 +168,12 @@ func (sh *shard) drop(s *slot, v int64) bool {
 }
 
 // Len reports the number of rows: buckets that were not full when last
-// looked at. Full rows are dropped as they are found (by Return, or by the
-// sweep), so Len may count a few that have refilled since.
+// looked at. It first sweeps the shards whose period has passed (see
+// sweep.go), so a table left without traffic after a flood gives its rows
+// back when Len is called. Full rows are dropped as they are found (by
+// Return, or by the sweep), so Len may count a few that have refilled since.
 func (t *Buckets) Len() int {
+	t.sweepDue(t.now())
 	n := int64(0)
 	for i := range t.shards {
 		n += t.shards[i].live.Load()
