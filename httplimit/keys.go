@@ -73,7 +73,7 @@ var (
 
 // invalidf returns a configuration error wrapping pace.ErrInvalidArgument.
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: httplimit: "+format, append([]any{pace.ErrInvalidArgument}, args...)...)
+	return fmt.Errorf("httplimit: "+format+": %w", append(args, pace.ErrInvalidArgument)...)
 }
 
 // Header returns a KeyFunc whose key is the value of the request header
