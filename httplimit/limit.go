@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -171,14 +172,15 @@ type limit struct {
 	returnOn    statusSet
 	afterVerify bool
 
-	// Headers, precomputed: policy is the RateLimit-Policy item ("" for
-	// none); items[r] is the RateLimit field of this limit alone with r
-	// remaining, for r up to len(items)-1.
+	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
+	// caches the RateLimit field of this limit alone with r remaining, for
+	// r up to len(items)-1, made when first needed.
 	policy   string
+	quoted   string // the name as a structured-field string
 	q, w     int64
 	interval time.Duration // of one event, for t
 	tol      time.Duration // time an empty bucket takes to refill
-	items    [][]string
+	items    []atomic.Pointer[[]string]
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -201,9 +203,9 @@ func (l *limit) storeKey(key string) string { return l.prefix + key }
 // place to change, with the refund in giveBack and remaining in decide.
 func canRefund(k kind) bool { return k == kindPace }
 
-// maxItems bounds the precomputed RateLimit fields of one limit; a limit
-// whose burst is larger formats the rest when they are needed.
-const maxItems = 256
+// maxItems bounds the cached RateLimit fields of one limit (8 KiB of
+// pointers); a limit whose burst is larger formats the others each time.
+const maxItems = 1024
 
 // compile validates l and prepares it as the i-th limit.
 func compile(l Limit, i int, needKey bool) (limit, error) {
@@ -271,14 +273,12 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
 	}
+	c.quoted = sfString(c.name)
 	if l.kind != kindSlots {
-		c.policy = sfString(c.name) + ";q=" + strconv.FormatInt(c.q, 10) + ";w=" + strconv.FormatInt(c.w, 10)
+		c.policy = c.quoted + ";q=" + strconv.FormatInt(c.q, 10) + ";w=" + strconv.FormatInt(c.w, 10)
 	}
 	if c.reportsRemaining() {
-		c.items = make([][]string, min(c.q, maxItems)+1)
-		for r := range c.items {
-			c.items[r] = []string{c.item(r, c.fullIn(r))}
-		}
+		c.items = make([]atomic.Pointer[[]string], min(c.q, maxItems)+1)
 	}
 	return c, nil
 }
@@ -293,17 +293,22 @@ func (l *limit) fullIn(r int) int64 {
 // item returns this limit's RateLimit item with r remaining and an
 // effective window of t seconds.
 func (l *limit) item(r int, t int64) string {
-	return sfString(l.name) + ";r=" + strconv.Itoa(r) + ";t=" + strconv.FormatInt(t, 10)
+	return l.quoted + ";r=" + strconv.Itoa(r) + ";t=" + strconv.FormatInt(t, 10)
 }
 
 // field returns the RateLimit field of this limit with r remaining after an
 // admission: a precomputed slice, shared by every response (so never
 // written into).
 func (l *limit) field(r int) []string {
-	if r < len(l.items) {
-		return l.items[r]
+	if r >= len(l.items) {
+		return []string{l.item(r, l.fullIn(r))}
 	}
-	return []string{l.item(r, l.fullIn(r))}
+	if f := l.items[r].Load(); f != nil {
+		return *f
+	}
+	f := []string{l.item(r, l.fullIn(r))}
+	l.items[r].Store(&f) // racing stores store equal fields
+	return f
 }
 
 // windowSeconds returns the whole seconds, rounded up and at least one,

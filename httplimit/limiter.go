@@ -176,14 +176,18 @@ const (
 )
 
 type hold struct {
-	state     holdState
-	res       pace.Reservation
-	key       string // holdPeeked: the key; holdSlot: the store key
-	remaining int    // holdTaken: for the RateLimit field
+	state holdState
+	res   pace.Reservation // holdTaken
+	key   string           // holdPeeked: the key; holdSlot: the store key
 }
 
-// inlineHolds is the number of limits a Ticket holds without allocating.
-const inlineHolds = 4
+// remaining reports the events left after a Pace limit's take.
+func (h *hold) remaining() int { return h.res.Remaining() }
+
+// inlineHolds is the number of limits a Ticket holds without allocating:
+// two covers the usual pair (per address, per client) and keeps the
+// per-request allocation of a Middleware small.
+const inlineHolds = 2
 
 // Ticket is one request's decision by a Limiter: what it took from each
 // limit, and what it may give back. Fill it with Limiter.Decide; then,
@@ -219,7 +223,10 @@ type Ticket struct {
 // their ttl meanwhile; the caller must call Finish. After any other outcome
 // nothing is held and Finish does nothing.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
-	*t = Ticket{l: l, ctx: ctx, failed: -1}
+	if t.l != nil {
+		*t = Ticket{} // reused: a fresh Ticket is zero already
+	}
+	t.l, t.ctx, t.failed = l, ctx, -1
 	if len(l.limits) <= inlineHolds {
 		t.holds = t.inline[:len(l.limits)]
 	} else {
@@ -248,7 +255,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			if !res.OK() {
 				return t.refuse(ctx, i, res.RetryAfter(), true)
 			}
-			h.state, h.res, h.remaining = holdTaken, res, res.Remaining()
+			h.state, h.res = holdTaken, res
 		case kindBucket:
 			ok, wait, err := lim.store.TokenBucket(ctx, lim.storeKey(k), lim.capacity, lim.refill, 1)
 			if err != nil {
@@ -385,7 +392,7 @@ func (t *Ticket) Verify() bool {
 			t.refuse(t.ctx, i, res.RetryAfter(), false)
 			return t.l.cfg.dryRun
 		}
-		h.state, h.res, h.remaining = holdTaken, res, res.Remaining()
+		h.state, h.res = holdTaken, res
 		t.l.observe(i, Admitted)
 	}
 	t.pending = 0
@@ -512,7 +519,7 @@ func (t *Ticket) rateLimit() []string {
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
 			n++
-			one = t.l.limits[i].field(t.holds[i].remaining)
+			one = t.l.limits[i].field(t.holds[i].remaining())
 		}
 	}
 	if n <= 1 {
@@ -522,7 +529,7 @@ func (t *Ticket) rateLimit() []string {
 	all := make([]string, 0, n)
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
-			all = append(all, t.l.limits[i].field(t.holds[i].remaining)[0])
+			all = append(all, t.l.limits[i].field(t.holds[i].remaining())[0])
 		}
 	}
 	return all

@@ -377,8 +377,8 @@ func (t *Ticket) legacy(h http.Header) {
 	default:
 		for i := range t.holds {
 			h := &t.holds[i]
-			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || h.remaining < r) {
-				lim, r, reset = l, h.remaining, l.fullIn(h.remaining)
+			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || h.remaining() < r) {
+				lim, r, reset = l, h.remaining(), l.fullIn(h.remaining())
 			}
 		}
 	}
