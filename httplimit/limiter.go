@@ -244,18 +244,17 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		switch lim.kind {
 		case kindPace:
 			if lim.afterVerify {
-				if ok, wait := peek(lim.pace, k); !ok {
+				if ok, wait := lim.pace.Peek(k); !ok {
 					return t.refuse(ctx, i, wait, true)
 				}
 				h.state, h.key = holdPeeked, k
 				t.pending++
 				continue
 			}
-			res := lim.pace.Reserve(k)
-			if !res.OK() {
-				return t.refuse(ctx, i, res.RetryAfter(), true)
+			if h.res = lim.pace.Reserve(k); !h.res.OK() {
+				return t.refuse(ctx, i, h.res.RetryAfter(), true)
 			}
-			h.state, h.res = holdTaken, res
+			h.state = holdTaken
 		case kindBucket:
 			ok, wait, err := lim.store.TokenBucket(ctx, lim.storeKey(k), lim.capacity, lim.refill, 1)
 			if err != nil {
@@ -387,12 +386,12 @@ func (t *Ticket) Verify() bool {
 		if h.state != holdPeeked {
 			continue
 		}
-		res := t.l.limits[i].pace.Reserve(h.key)
-		if !res.OK() {
-			t.refuse(t.ctx, i, res.RetryAfter(), false)
+		if h.res = t.l.limits[i].pace.Reserve(h.key); !h.res.OK() {
+			h.state = holdNone
+			t.refuse(t.ctx, i, h.res.RetryAfter(), false)
 			return t.l.cfg.dryRun
 		}
-		h.state, h.res = holdTaken, res
+		h.state = holdTaken
 		t.l.observe(i, Admitted)
 	}
 	t.pending = 0
