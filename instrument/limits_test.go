@@ -98,6 +98,19 @@ func TestLimits(t *testing.T) {
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
+	lint(t, c)
+	// No label holds a key or a client id.
+	eachLabel(t, reg, func(metric, name, value string) {
+		if value == "a" || value == "192.0.2.1" || strings.Contains(value, "ok") {
+			t.Errorf("%s: label %s=%q holds a key", metric, name, value)
+		}
+	})
+}
+
+// lint fails the test for every problem testutil.CollectAndLint finds in
+// c's metrics.
+func lint(t *testing.T, c prometheus.Collector) {
+	t.Helper()
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -105,17 +118,19 @@ func TestLimits(t *testing.T) {
 	for _, pr := range problems {
 		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
 	}
-	// No label holds a key or a client id.
-	mfs, err := reg.Gather()
+}
+
+// eachLabel calls f with every label of every series g gathers.
+func eachLabel(t *testing.T, g prometheus.Gatherer, f func(metric, name, value string)) {
+	t.Helper()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if v := l.GetValue(); v == "a" || v == "192.0.2.1" || strings.Contains(v, "ok") {
-					t.Errorf("label %s=%q holds a key", l.GetName(), v)
-				}
+				f(mf.GetName(), l.GetName(), l.GetValue())
 			}
 		}
 	}
