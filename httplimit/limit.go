@@ -293,15 +293,20 @@ func (l *limit) fullIn(r int) int64 {
 // item returns this limit's RateLimit item with r remaining and an
 // effective window of t seconds.
 func (l *limit) item(r int, t int64) string {
-	return l.quoted + ";r=" + strconv.Itoa(r) + ";t=" + strconv.FormatInt(t, 10)
+	var buf [128]byte // a name of 64 bytes, quoted and escaped, and two numbers
+	b := append(buf[:0], l.quoted...)
+	b = strconv.AppendInt(append(b, ";r="...), int64(r), 10)
+	b = strconv.AppendInt(append(b, ";t="...), t, 10)
+	return string(b)
 }
 
 // field returns the RateLimit field of this limit with r remaining after an
-// admission: a precomputed slice, shared by every response (so never
-// written into).
-func (l *limit) field(r int) []string {
+// admission: a cached slice, shared by every response (so never written
+// into), or beyond the cache one in one, the caller's.
+func (l *limit) field(r int, one *[1]string) []string {
 	if r >= len(l.items) {
-		return []string{l.item(r, l.fullIn(r))}
+		one[0] = l.item(r, l.fullIn(r))
+		return one[:]
 	}
 	if f := l.items[r].Load(); f != nil {
 		return *f

@@ -500,35 +500,38 @@ func (t *Ticket) refresh() {
 func (t *Ticket) RateLimit() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.Join(t.rateLimit(), ", ")
+	var one [1]string
+	return strings.Join(t.rateLimit(&one), ", ")
 }
 
-// rateLimit returns the RateLimit field lines; a single limit's is shared
-// and must not be written into. t.mu is held, or the ticket not yet shared.
-func (t *Ticket) rateLimit() []string {
+// rateLimit returns the RateLimit field lines: a single limit's is shared
+// and must not be written into, or is one[:] (so one must live as long as
+// the result). t.mu is held, or the ticket not yet shared.
+func (t *Ticket) rateLimit(one *[1]string) []string {
 	if t.outcome == Refused {
 		lim := &t.l.limits[t.failed]
 		if !lim.reportsRemaining() {
 			return nil
 		}
-		return []string{lim.item(0, retryAfterSeconds(t.wait))}
+		one[0] = lim.item(0, retryAfterSeconds(t.wait))
+		return one[:]
 	}
 	n := 0
-	var one []string
+	var f []string
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
 			n++
-			one = t.l.limits[i].field(t.holds[i].remaining())
+			f = t.l.limits[i].field(t.holds[i].remaining(), one)
 		}
 	}
 	if n <= 1 {
-		return one
+		return f
 	}
 	// Several limits: one field line each, which RFC 8941 reads as one list.
 	all := make([]string, 0, n)
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
-			all = append(all, t.l.limits[i].field(t.holds[i].remaining())[0])
+			all = append(all, t.l.limits[i].field(t.holds[i].remaining(), one)[0])
 		}
 	}
 	return all

@@ -84,8 +84,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.l.policy != nil {
 		hdr["Ratelimit-Policy"] = m.l.policy
 	}
-	if rl := s.t.rateLimit(); rl != nil {
-		hdr["Ratelimit"] = rl
+	if rl := s.t.rateLimit(&s.field); rl != nil {
+		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into s
 	}
 	if m.l.cfg.legacy {
 		s.t.legacy(hdr)
@@ -134,7 +134,8 @@ type request struct {
 	m         *Middleware
 	rw        http.ResponseWriter
 	status    int
-	completed bool // the handler returned without panicking
+	completed bool      // the handler returned without panicking
+	field     [1]string // the RateLimit field line, when it is not a cached one
 }
 
 type ctxKey struct{}
@@ -208,7 +209,7 @@ func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ok := t.Verify()
 	t.mu.Lock()
-	rl := t.rateLimit()
+	rl := t.rateLimit(&s.field)
 	refused := t.outcome == Refused
 	t.mu.Unlock()
 	hdr := w.Header()
