@@ -181,6 +181,7 @@ type limit struct {
 	interval time.Duration // of one event, for t
 	tol      time.Duration // time an empty bucket takes to refill
 	items    []atomic.Pointer[[]string]
+	problem  []byte // the default refusal's body, set by New
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.

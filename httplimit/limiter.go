@@ -198,16 +198,16 @@ const inlineHolds = 2
 // safe for concurrent use.
 type Ticket struct {
 	mu       sync.Mutex
+	outcome  Outcome
+	finished bool
+	failed   int32 // the index of the limit that refused or failed
 	l        *Limiter
 	ctx      context.Context // of the decision
 	inline   [inlineHolds]hold
 	holds    []hold // by limit index
-	outcome  Outcome
-	failed   int // the index of the limit that refused or failed
 	wait     time.Duration
 	err      error
-	pending  int // limits looked at, not yet taken
-	finished bool
+	pending  int         // limits looked at, not yet taken
 	stop     func() bool // stops the slot refresh
 }
 
@@ -293,7 +293,7 @@ const slotRetryAfter = time.Second
 func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release bool) Outcome {
 	t.l.observe(i, Refused)
 	t.undo(ctx, release)
-	t.outcome, t.failed, t.wait = Refused, i, wait
+	t.outcome, t.failed, t.wait = Refused, int32(i), wait
 	return Refused
 }
 
@@ -301,7 +301,7 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 func (t *Ticket) fail(ctx context.Context, i int, o Outcome, err error) Outcome {
 	t.l.observe(i, o)
 	t.undo(ctx, true)
-	t.outcome, t.failed, t.err = o, i, err
+	t.outcome, t.failed, t.err = o, int32(i), err
 	return o
 }
 
@@ -352,7 +352,7 @@ func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
 	if t.outcome != Refused {
 		return -1, "", 0
 	}
-	return t.failed, t.l.names[t.failed], t.wait
+	return int(t.failed), t.l.names[t.failed], t.wait
 }
 
 // Err reports, after KeyFailed or StoreFailed, the index of the limit
@@ -363,7 +363,7 @@ func (t *Ticket) Err() (limit int, err error) {
 	if t.err == nil {
 		return -1, nil
 	}
-	return t.failed, t.err
+	return int(t.failed), t.err
 }
 
 // Verify takes the events of the DecideAfterVerify limits, which Decide

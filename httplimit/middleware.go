@@ -34,9 +34,8 @@ import (
 // multiple goroutines.
 type Middleware struct {
 	l          *Limiter
-	needCtx    bool     // Return or Verified can do something
-	needStatus bool     // Finish needs the handler's status
-	problems   [][]byte // the default refusal bodies, by limit
+	needCtx    bool // Return or Verified can do something
+	needStatus bool // Finish needs the handler's status
 }
 
 // New returns a Middleware applying limits. The error wraps
@@ -55,7 +54,7 @@ func New(limits []Limit, opts ...Option) (*Middleware, error) {
 		c := &l.limits[i]
 		m.needCtx = m.needCtx || c.refundable() || c.afterVerify
 		m.needStatus = m.needStatus || !c.returnOn.empty() || c.afterVerify
-		m.problems = append(m.problems, problemBody(quotaExceeded(c.name)))
+		c.problem = problemBody(quotaExceeded(c.name))
 	}
 	return m, nil
 }
@@ -75,7 +74,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
-	s := &request{Context: r.Context(), rw: w, m: m}
+	s := &request{Context: r.Context(), rw: w}
 	if m.needCtx {
 		r = r.WithContext(s)
 	}
@@ -93,7 +92,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !m.l.cfg.dryRun {
 		switch out {
 		case Refused:
-			m.refuse(w, r, &s.t)
+			m.l.refuse(w, r, &s.t)
 			return
 		case KeyFailed, StoreFailed:
 			_, err := s.t.Err()
@@ -115,14 +114,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers a refusal recorded in t; the RateLimit fields are set.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
+func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 	i, name, wait := t.Refusal()
 	w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(wait), 10)}
-	if m.l.cfg.onRefusal == nil {
-		writeProblem(w, http.StatusTooManyRequests, m.problems[i])
+	if l.cfg.onRefusal == nil {
+		writeProblem(w, http.StatusTooManyRequests, l.limits[i].problem)
 		return
 	}
-	m.l.cfg.onRefusal(w, r, Refusal{Limit: name, RetryAfter: wait})
+	l.cfg.onRefusal(w, r, Refusal{Limit: name, RetryAfter: wait})
 }
 
 // request is the state of one request through a Middleware, in one
@@ -131,9 +130,8 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 type request struct {
 	context.Context
 	t         Ticket
-	m         *Middleware
 	rw        http.ResponseWriter
-	status    int
+	status    int32     // the handler's status, once written
 	completed bool      // the handler returned without panicking
 	field     [1]string // the RateLimit field line, when it is not a cached one
 }
@@ -158,7 +156,7 @@ func from(ctx context.Context) *request {
 // end finishes the ticket with the handler's status: the one it wrote, 200
 // if it wrote none, 500 if it panicked before writing one.
 func (s *request) end() {
-	status := s.status
+	status := int(s.status)
 	if status == 0 {
 		status = http.StatusOK
 		if !s.completed {
@@ -216,7 +214,7 @@ func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
 	if rl != nil {
 		hdr["Ratelimit"] = rl
 	}
-	if s.m.l.cfg.legacy {
+	if t.l.cfg.legacy {
 		t.mu.Lock()
 		t.legacy(hdr)
 		t.mu.Unlock()
@@ -224,7 +222,7 @@ func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
 	if ok || !refused {
 		return ok
 	}
-	s.m.refuse(w, r, t)
+	t.l.refuse(w, r, t)
 	return false
 }
 
@@ -234,7 +232,7 @@ func (s *request) Header() http.Header { return s.rw.Header() }
 // WriteHeader records the first final status and writes it.
 func (s *request) WriteHeader(code int) {
 	if s.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
-		s.status = code
+		s.status = int32(code)
 	}
 	s.rw.WriteHeader(code)
 }
