@@ -318,9 +318,13 @@ func (l *limit) refusedField(t int64, one *[1]string) []string {
 // cached returns a header field line of one value: cache[i], made by make
 // the first time it is needed, when i is within the cache (a slice shared
 // by every response, so never written into: its capacity is its length, so
-// an Add copies), and otherwise one[:], made each time.
+// an Add copies), and otherwise one[:], or a new slice if one is nil, made
+// each time.
 func cached(cache []atomic.Pointer[[]string], i int, one *[1]string, make func() string) []string {
 	if i < 0 || i >= len(cache) {
+		if one == nil {
+			return []string{make()}
+		}
 		one[0] = make()
 		return one[:]
 	}

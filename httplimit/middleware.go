@@ -122,9 +122,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a refusal recorded in t; the RateLimit fields are set.
 func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 	i, name, wait := t.Refusal()
-	var one [1]string
 	secs := retryAfterSeconds(wait)
-	w.Header()["Retry-After"] = cached(retryAfterFields[:], int(secs), &one, func() string { return strconv.FormatInt(secs, 10) })
+	w.Header()["Retry-After"] = cached(retryAfterFields[:], int(secs), nil, func() string { return strconv.FormatInt(secs, 10) })
 	if l.cfg.onRefusal == nil {
 		writeProblem(w, http.StatusTooManyRequests, l.limits[i].problem)
 		return
