@@ -20,17 +20,20 @@ import (
 //
 // Token buckets live in a pace.Buckets, so they decide with exactly the
 // arithmetic of pace.Pace (one int64 per key, full buckets forgotten). Plain
-// slots, burst slots and values live in three maps per shard, each shard a
-// mutex chosen by a seeded hash of the key. Burst slots decide with
-// pace.AdmitBurst and its companions.
+// slots, burst slots, values and the keys of Take (several shapes at once)
+// live in four maps per shard, each shard a mutex chosen by a seeded hash of
+// the key. Burst slots decide with pace.AdmitBurst and its companions; Take,
+// TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
+// pace.RefundAll.
 //
 // Rows that are indistinguishable from absent ones are reclaimed by the same
 // amortised rule as Pace, on the calling goroutine, with no background
 // goroutine: a slot with no holder or past its TTL, a burst slot with no
 // holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
-// value. A shard's namespace is swept when it has doubled since its last pass,
+// value, a Take key whose every shape is full. A shard's namespace is swept when it has doubled since its last pass,
 // or when its horizon (the longest lifetime a row of that namespace was
-// given: the TTL, plus two pace.BurstRefillWindows for burst slots) has passed
+// given: the TTL, plus two pace.BurstRefillWindows for burst slots, the
+// longest shape's Tolerance for Take keys) has passed
 // since then. A sweep that leaves a map far below its high-water mark copies
 // it into a smaller one, because Go maps never shrink. Memory is therefore
 // bounded by about twice the rows live within the last horizon. Keys are
@@ -53,6 +56,7 @@ type Store struct {
 	// The longest lifetime given to a row of each namespace, in
 	// nanoseconds: the sweep horizon.
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
+	takeHorizon                             atomic.Int64 // the longest Tolerance given to Take
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
@@ -82,7 +86,11 @@ type shard struct {
 	slots  table[slotRow]
 	bursts table[pace.BurstSlotState]
 	values table[valueRow]
-	_      [64]byte // keep neighbouring shards' locks off this cache line
+	takes  table[takeRow] // see take.go
+	// takeSeq is the last reorder count handed to a Take row of this shard
+	// (see takeRow.gen); guarded by mu.
+	takeSeq uint64
+	_       [64]byte // keep neighbouring shards' locks off this cache line
 }
 
 // table is one namespace of a shard. Rows are pointers so that an update is
@@ -175,6 +183,9 @@ func (s *Store) lock(key, op string) (*shard, time.Time, error) {
 	}
 	if sh.values.m != nil && !now.Before(sh.values.nextSweep) {
 		sweep(&sh.values, now, &s.valueHorizon, valueGone)
+	}
+	if sh.takes.m != nil && !now.Before(sh.takes.nextSweep) {
+		sweep(&sh.takes, now, &s.takeHorizon, takeGone)
 	}
 	return sh, now, nil
 }
@@ -425,13 +436,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	delete(sh.slots.m, key)
 	delete(sh.bursts.m, key)
 	delete(sh.values.m, key)
+	delete(sh.takes.m, key)
 	s.buckets.Forget(key) // under the shard lock, so Delete is atomic per key against this shard's namespaces
 	sh.mu.Unlock()
 	return nil
 }
 
 // Close implements pace.Store. There is no goroutine to stop: it drops the
-// slots, burst slots and values at once (the token buckets go with the
+// slots, burst slots, values and Take rows at once (the token buckets go with the
 // Store when it is unreachable) and is idempotent; every other method
 // returns an error wrapping pace.ErrClosed after it. Close never blocks, so
 // it does not consult ctx: a Close with an expired context still closes.
@@ -443,12 +455,13 @@ func (s *Store) Close(ctx context.Context) error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.bursts, sh.values = table[slotRow]{}, table[pace.BurstSlotState]{}, table[valueRow]{}
+		sh.takes = table[takeRow]{}
 		sh.mu.Unlock()
 	}
 	return nil
 }
 
-// Len reports the number of rows the store holds across its four
+// Len reports the number of rows the store holds across its five
 // namespaces, including rows that are reclaimable but not yet swept. It is
 // meant for tests and metrics, and locks each shard in turn.
 func (s *Store) Len() int {
@@ -456,7 +469,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m)
+		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m) + len(sh.takes.m)
 		sh.mu.Unlock()
 	}
 	return n
