@@ -143,14 +143,21 @@ func (t *Buckets) Take(key string, b Bucket) (ok bool, wait time.Duration) {
 	return ok, time.Duration(w)
 }
 
-// Forget drops the bucket at key, as if it were full.
+// Forget drops the bucket at key, as if it were full. It is atomic: a take
+// racing with it decides either before (and is forgotten with the rest) or
+// after (on a full bucket).
 func (t *Buckets) Forget(key string) {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s := sh.find(h); s != nil {
-		sh.drop(s, s.Load())
+		// Takes change a live slot without the lock: retry until the swap
+		// wins. Each failed swap is a take that succeeded, so this ends.
+		// Under mu the slot is never moved, and only mu holders write a
+		// deleted one.
+		for v := s.Load(); v > deleted && !sh.drop(s, v); v = s.Load() {
+		}
 	}
 }
 

@@ -212,6 +212,8 @@ var mutants = []mutant{
 		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
 	{"TakeIgnoresClose", "Take, TakeMany and Refund work after Close", "Close",
 		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
+	{"DeleteLosesRace", "Delete gives up when a take changes the bucket while it runs", "ConcurrentDeleteTokenBucket",
+		func(clk *fakeClock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
 	{"CloseDoesNothing", "Close does nothing", "Close",
 		func(clk *fakeClock) pace.Store { return closeNoop{mem(clk)} }},
 	{"IgnoresContext", "a canceled context is ignored", "ContextCanceled",
@@ -354,6 +356,45 @@ func (s deleteKeepsBuckets) TokenBucket(ctx context.Context, key string, capacit
 		return false, 0, err
 	}
 	return s.buckets.TokenBucket(ctx, key, capacity, rate, cost)
+}
+
+// deleteLosesRace deletes as a compare-and-swap done once: it reads the
+// version of the key's bucket, lets other goroutines run (as a round trip
+// would), and gives up, returning nil, when a take has changed the bucket
+// in the meantime.
+type deleteLosesRace struct {
+	pace.Store
+	mu       sync.Mutex
+	versions map[string]int
+}
+
+func (s *deleteLosesRace) version(key string, bump bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.versions == nil {
+		s.versions = make(map[string]int)
+	}
+	if bump {
+		s.versions[key]++
+	}
+	return s.versions[key]
+}
+
+func (s *deleteLosesRace) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	ok, retry, err := s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	if ok {
+		s.version(key, true)
+	}
+	return ok, retry, err
+}
+
+func (s *deleteLosesRace) Delete(ctx context.Context, key string) error {
+	v := s.version(key, false)
+	runtime.Gosched()
+	if s.version(key, false) != v {
+		return pace.ValidateKey(key)
+	}
+	return s.Store.Delete(ctx, key)
 }
 
 type closeNoop struct{ pace.Store }
