@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -40,8 +41,14 @@ func (r *takeRow) full(now time.Duration) bool {
 	return true
 }
 
+// takeLeft returns how long a Take row stays distinguishable from an absent
+// one after now: until its latest arrival time (at most 0 once full).
+func takeLeft(r *takeRow, now time.Time) time.Duration {
+	return slices.Max(r.tats[:]) - unixNanos(now)
+}
+
 // takeGone reports whether a Take row is full at now, for the sweep.
-func takeGone(r *takeRow, now time.Time) bool { return r.full(unixNanos(now)) }
+func takeGone(r *takeRow, now time.Time) bool { return takeLeft(r, now) <= 0 }
 
 // maxUnixNanos bounds the clock readings of the Take namespace, far from
 // overflowing an arrival time (now plus at most a shape's tolerance).

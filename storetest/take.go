@@ -653,13 +653,13 @@ func testRefundAfterDelete(c *check) {
 // turn: keys in every state, one of them twice.
 func testTakeManyEqualsTake(c *check) {
 	s := c.shapes(spec{2, perHour}, spec{3, perHalfHour})
+	t0 := c.storeNow() // the keys are made alike from here: their times differ by what passes after it
 	for _, p := range []string{"many ", "one "} {
 		c.admit(p+"a", s)
 		c.admit(p+"a", s) // the first shape is empty
 		c.admit(p+"b", s)
 	}
 	keys := []string{"a", "b", "c", "b", "a", "d", "c"}
-	t0 := c.storeNow()
 	full := make([]string, len(keys))
 	for j, k := range keys {
 		full[j] = c.key("many " + k)
