@@ -32,7 +32,8 @@ import (
 // error. An admitted call goes to the handler; when the handler returns,
 // each Pace limit whose ReturnOn codes include the handler's code is given
 // back, and slots are released: a stream holds its slots for its whole
-// life, refreshed while it lives.
+// life, refreshed while it lives. A stream is one call: it is decided once,
+// when it opens, whatever the number of its messages.
 //
 // Install both interceptors with ServerOptions, or Unary and Stream
 // separately. The handler may call Return and Verified with its context.
