@@ -181,7 +181,8 @@ type limit struct {
 	interval time.Duration // of one event, for t
 	tol      time.Duration // time an empty bucket takes to refill
 	items    []atomic.Pointer[[]string]
-	problem  []byte // the default refusal's body, set by New
+	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
+	problem  problemDoc                 // the default refusal, set by New
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -280,6 +281,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 	}
 	if c.reportsRemaining() {
 		c.items = make([]atomic.Pointer[[]string], min(c.q, maxItems)+1)
+		c.refusals = make([]atomic.Pointer[[]string], min(c.w, maxItems)+1)
 	}
 	return c, nil
 }
@@ -302,18 +304,35 @@ func (l *limit) item(r int, t int64) string {
 }
 
 // field returns the RateLimit field of this limit with r remaining after an
-// admission: a cached slice, shared by every response (so never written
-// into), or beyond the cache one in one, the caller's.
+// admission (see cached).
 func (l *limit) field(r int, one *[1]string) []string {
-	if r >= len(l.items) {
-		one[0] = l.item(r, l.fullIn(r))
+	return cached(l.items, r, one, func() string { return l.item(r, l.fullIn(r)) })
+}
+
+// refusedField returns the RateLimit field of this limit refusing with a
+// Retry-After of t seconds (see cached).
+func (l *limit) refusedField(t int64, one *[1]string) []string {
+	return cached(l.refusals, int(t), one, func() string { return l.item(0, t) })
+}
+
+// cached returns a header field line of one value: cache[i], made by make
+// the first time it is needed, when i is within the cache (a slice shared
+// by every response, so never written into: its capacity is its length, so
+// an Add copies), and otherwise one[:], or a new slice if one is nil, made
+// each time.
+func cached(cache []atomic.Pointer[[]string], i int, one *[1]string, make func() string) []string {
+	if i < 0 || i >= len(cache) {
+		if one == nil {
+			return []string{make()}
+		}
+		one[0] = make()
 		return one[:]
 	}
-	if f := l.items[r].Load(); f != nil {
+	if f := cache[i].Load(); f != nil {
 		return *f
 	}
-	f := []string{l.item(r, l.fullIn(r))}
-	l.items[r].Store(&f) // racing stores store equal fields
+	f := []string{make()}
+	cache[i].Store(&f) // racing stores store equal fields
 	return f
 }
 

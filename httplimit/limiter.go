@@ -513,8 +513,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 		if !lim.reportsRemaining() {
 			return nil
 		}
-		one[0] = lim.item(0, retryAfterSeconds(t.wait))
-		return one[:]
+		return lim.refusedField(retryAfterSeconds(t.wait), one)
 	}
 	n := 0
 	var f []string

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 )
 
 // Middleware applies a list of Limits to every request of the handlers it
@@ -29,6 +30,11 @@ import (
 // the recording one keeps http.Flusher, http.Hijacker, io.ReaderFrom and
 // http.ResponseController working, so streaming and WebSockets work through
 // it. The handler may call Return and Verified with its request.
+//
+// The header field lines the middleware sets are shared between responses,
+// which is what keeps a decision at two allocations: set, add to or delete
+// them with http.Header's methods, which copy, but never write into the
+// slices of the header map.
 //
 // Middleware must be created with New. It is safe for concurrent use by
 // multiple goroutines.
@@ -116,7 +122,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a refusal recorded in t; the RateLimit fields are set.
 func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 	i, name, wait := t.Refusal()
-	w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(wait), 10)}
+	secs := retryAfterSeconds(wait)
+	w.Header()["Retry-After"] = cached(retryAfterFields[:], int(secs), nil, func() string { return strconv.FormatInt(secs, 10) })
 	if l.cfg.onRefusal == nil {
 		writeProblem(w, http.StatusTooManyRequests, l.limits[i].problem)
 		return
@@ -310,22 +317,37 @@ type problem struct {
 	Policies []string `json:"violated-policies,omitempty"`
 }
 
-func problemBody(p problem) []byte {
+// problemDoc is a problem details body, encoded, with its Content-Length.
+type problemDoc struct {
+	body   []byte
+	length []string
+}
+
+func problemBody(p problem) problemDoc {
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic("httplimit: cannot encode problem details: " + err.Error()) // cannot happen: strings and ints
 	}
-	return append(b, '\n')
+	b = append(b, '\n')
+	return problemDoc{body: b, length: []string{strconv.Itoa(len(b))}}
 }
 
+// Header field lines every problem shares; their capacity is their length,
+// so a handler's Add copies them rather than writing into them.
+var (
+	problemType = []string{"application/problem+json"}
+	noSniff     = []string{"nosniff"}
+	// retryAfterFields caches the Retry-After lines of the first 1024
+	// seconds.
+	retryAfterFields [maxItems]atomic.Pointer[[]string]
+)
+
 // writeProblem writes a problem details response.
-func writeProblem(w http.ResponseWriter, status int, body []byte) {
+func writeProblem(w http.ResponseWriter, status int, p problemDoc) {
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"], h["X-Content-Type-Options"], h["Content-Length"] = problemType, noSniff, p.length
 	w.WriteHeader(status)
-	w.Write(body)
+	w.Write(p.body)
 }
 
 func quotaExceeded(name string) problem {

@@ -409,3 +409,43 @@ func TestPanicReleasesSlot(t *testing.T) {
 		t.Fatalf("after panics: slot %v %d %v, pace rows %d; want the slot free and the pace returned", ok, cur, err, p.Len())
 	}
 }
+
+// TestSharedFieldsStayIntact: the middleware shares its header field lines
+// between responses; a handler (or an outer middleware) that adds to them
+// must not change what other responses carry.
+func TestSharedFieldsStayIntact(t *testing.T) {
+	p := newPace(t, 2, newClock())
+	m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name("ip"))},
+		httplimit.OnRefusal(func(w http.ResponseWriter, r *http.Request, ref httplimit.Refusal) {
+			w.Header().Add("Retry-After", "junk")
+			w.Header().Add("RateLimit", `"junk";r=9`)
+			w.WriteHeader(http.StatusTooManyRequests)
+		}))
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("RateLimit-Policy", `"junk";q=1`)
+		w.Header().Add("RateLimit", `"junk";r=9`)
+	}))
+	for i := range 6 {
+		for _, addr := range []string{"192.0.2.1", "192.0.2.2"} {
+			w := serve(h, from(addr))
+			if got := w.Header().Values("RateLimit-Policy"); len(got) != 1+btoi(w.Code == 200) || got[0] != `"ip";q=2;w=1` {
+				t.Fatalf("request %d from %s: RateLimit-Policy %q", i, addr, got)
+			}
+			if got := w.Header().Values("RateLimit"); len(got) != 2 || got[1] != `"junk";r=9` || strings.Contains(got[0], "junk") {
+				t.Fatalf("request %d from %s: RateLimit %q", i, addr, got)
+			}
+			if w.Code == 429 {
+				if got := w.Header().Values("Retry-After"); len(got) != 2 || got[0] != "1" {
+					t.Fatalf("request %d from %s: Retry-After %q", i, addr, got)
+				}
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
