@@ -20,9 +20,9 @@ import (
 // and streaming, all or nothing, with the machinery of package httplimit
 // (an httplimit.Limiter).
 //
-// For each call, each limit reads its key and decides in turn (Pace limits
-// first, then Slots, then Buckets, each group in the order given); the
-// first refusal stops the decision and gives back what the earlier limits
+// For each call, each limit reads its key and decides in turn (in the
+// order given, except that Bucket limits, which cannot be given back, come
+// after the others); the first refusal stops the decision and gives back what the earlier limits
 // took, and the call fails with codes.ResourceExhausted, carrying a
 // google.rpc.RetryInfo detail (the time after which the refusing limit
 // admits; waiting that long admits) and a google.rpc.QuotaFailure detail
