@@ -1,0 +1,247 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/redis/go-redis/v9"
+)
+
+// maxBatch is the most keys one script call of TakeMany decides, so that a
+// large batch does not hold the server (which runs one script at a time)
+// for more than about a millisecond.
+const maxBatch = 256
+
+// errDisagree reports a script whose decision differs from pace.TakeAll on
+// the state it read: a bug, never a limit.
+var errDisagree = errors.New("redisstore: the take script and pace.TakeAll disagree")
+
+// Take takes one take of every shape at key, all or nothing, in one script
+// call at the server's time; see pace.Store.Take. The script decides with
+// the arithmetic of pace.TakeAll on the key's arrival times, to the
+// nanosecond, and returns what it read, from which Take reports the Grant
+// with pace.TakeAll and pace.RemainingAll. The key expires when every shape
+// is full again.
+func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	var out [1]pace.Grant
+	if err := s.takeMany(ctx, "Take", []string{key}, shapes, out[:]); err != nil {
+		return pace.Grant{}, err
+	}
+	return out[0], nil
+}
+
+// TakeMany is Take for several keys with the same shapes, in one round trip;
+// see pace.Store.TakeMany. On a single server (a *redis.Client) one script
+// call decides up to 256 keys at once; on a Cluster or a Ring the keys that
+// share a hash tag go to one script call, and the calls (one per key, unless
+// the prefix holds a tag of its own) are sent as one pipeline. Each key is
+// decided atomically on its own, all at one reading of the clock per call.
+// keys may repeat: each occurrence takes. A backend error fails the whole
+// call and leaves out undefined, though some keys may have been taken.
+func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	if len(out) != len(keys) {
+		return fmt.Errorf("%w: redisstore: TakeMany with %d keys and %d grants", pace.ErrInvalidArgument, len(keys), len(out))
+	}
+	return s.takeMany(ctx, "TakeMany", keys, shapes, out)
+}
+
+// checkShapes reports an error wrapping pace.ErrInvalidArgument unless
+// there are 1 to pace.MaxShapes shapes, none of them the zero Bucket.
+func checkShapes(shapes []pace.Bucket) error {
+	if len(shapes) < 1 || len(shapes) > pace.MaxShapes {
+		return fmt.Errorf("%w: redisstore: %d shapes; want 1 to %d", pace.ErrInvalidArgument, len(shapes), pace.MaxShapes)
+	}
+	for i, b := range shapes {
+		if b.Tolerance() <= 0 {
+			return fmt.Errorf("%w: redisstore: shape %d is the zero Bucket", pace.ErrInvalidArgument, i)
+		}
+	}
+	return nil
+}
+
+// newGen returns the reorder count of a key that a call creates: a random
+// number below 2^52, so that it differs from every count the key had
+// before it was deleted (with odds of a collision about k/2^52 for a key
+// that had k reorders), and so that the script's doubles hold it and the
+// few counts after it exactly.
+func newGen() uint64 { return rand.Uint64() >> 12 }
+
+// takeBatch is the keys of one script call of takeMany: their Redis keys
+// and their indices in the caller's slices.
+type takeBatch struct {
+	keys []string
+	at   []int
+	cmd  *redis.Cmd
+}
+
+func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := checkShapes(shapes); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := pace.ValidateKey(k); err != nil {
+			return err
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 4+4*len(shapes))
+	args = append(args, len(shapes))
+	for _, b := range shapes {
+		is, in := split(b.Interval())
+		ts, tn := split(b.Tolerance())
+		args = append(args, is, in, ts, tn)
+	}
+	args = s.withNow(append(args, newGen())...)
+
+	batches := s.batches(keys)
+	if len(batches) == 1 {
+		b := &batches[0]
+		b.cmd = takeScript.Run(ctx, s.client, b.keys, args...)
+	} else if err := s.pipeline(ctx, takeScript, batches, args); err != nil {
+		return failed(op, err)
+	}
+	for _, b := range batches {
+		if err := readTakes(b, shapes, out); err != nil {
+			return failed(op, err)
+		}
+	}
+	return nil
+}
+
+// batches splits keys into script calls: on a single server, runs of up to
+// maxBatch keys; on a Cluster or a Ring, the keys of each hash tag (one
+// Redis node), in runs of up to maxBatch.
+func (s *Store) batches(keys []string) []takeBatch {
+	_, single := s.client.(*redis.Client)
+	var bs []takeBatch
+	open := map[string]int{} // hash tag -> index of its batch being filled
+	for i, k := range keys {
+		rk := s.keys.key(k, nsTake)
+		tag := ""
+		if !single {
+			tag = hashTagOf(rk)
+		}
+		j, ok := open[tag]
+		if !ok || len(bs[j].keys) == maxBatch {
+			j = len(bs)
+			bs = append(bs, takeBatch{})
+			open[tag] = j
+		}
+		bs[j].keys = append(bs[j].keys, rk)
+		bs[j].at = append(bs[j].at, i)
+	}
+	return bs
+}
+
+// pipeline sends one call of script per batch with EVALSHA, in one round
+// trip (per node, on a Cluster or a Ring), and sends again with EVAL, in a
+// second round trip, the calls a node answered NOSCRIPT (its script cache
+// was flushed or it restarted). It leaves each batch's reply in its cmd.
+func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBatch, args []any) error {
+	pipe := s.client.Pipeline()
+	for i := range bs {
+		bs[i].cmd = script.EvalSha(ctx, pipe, bs[i].keys, args...)
+	}
+	if _, err := pipe.Exec(ctx); err == nil {
+		return nil
+	}
+	pipe = s.client.Pipeline()
+	again := 0
+	for i := range bs {
+		if err := bs[i].cmd.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
+			bs[i].cmd = script.Eval(ctx, pipe, bs[i].keys, args...)
+			again++
+		}
+	}
+	if again > 0 {
+		_, _ = pipe.Exec(ctx) // each cmd keeps its own error, read by the caller
+	}
+	return nil
+}
+
+// readTakes turns the reply of one call of takeScript into grants.
+func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
+	res, err := b.cmd.Int64Slice()
+	if err != nil {
+		return err
+	}
+	n := len(shapes)
+	if len(res) != 2+len(b.keys)*(2+2*n) {
+		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+	}
+	now := time.Duration(res[0])*time.Second + time.Duration(res[1])
+	var tats [pace.MaxShapes]time.Duration
+	for j, i := range b.at {
+		r := res[2+j*(2+2*n):]
+		for k := range n {
+			tats[k] = time.Duration(r[2+2*k])*time.Second + time.Duration(r[3+2*k])
+		}
+		g, err := grant(shapes, tats[:n], now, uint64(r[1]), r[0] == 1)
+		if err != nil {
+			return err
+		}
+		out[i] = g
+	}
+	return nil
+}
+
+// grant derives the outcome of a take from what the script read (the
+// arrival times before the decision, the clock, the key's reorder count)
+// and whether it took, with the Go arithmetic the script mirrors.
+func grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen uint64, took bool) (pace.Grant, error) {
+	var next [pace.MaxShapes]time.Duration
+	n := len(shapes)
+	wait, ok := pace.TakeAll(shapes, tats, next[:n], now)
+	if ok != took {
+		return pace.Grant{}, errDisagree
+	}
+	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
+	g := pace.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
+	if ok {
+		g.Receipt = pace.Receipt{At: now, Gen: gen, Reserved: next}
+	}
+	return g, nil
+}
+
+// Refund gives back the take that r describes, in one script call at the
+// server's time; see pace.Store.Refund. The script is pace.RefundAll on the
+// key's arrival times, exact while the key's reorder count still equals
+// r.Gen; a refund that reorders raises the count and is remembered, so that
+// refunding the same receipt again gives nothing. The zero Receipt, an
+// absent key and a full one are left alone; a key that the refund leaves
+// full is deleted.
+func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := checkShapes(shapes); err != nil {
+		return err
+	}
+	if r == (pace.Receipt{}) {
+		return nil
+	}
+	as, an := split(r.At)
+	args := make([]any, 0, 6+4*len(shapes))
+	args = append(args, len(shapes), as, an, r.Gen)
+	for i, b := range shapes {
+		is, in := split(b.Interval())
+		rs, rn := split(r.Reserved[i])
+		args = append(args, is, in, rs, rn)
+	}
+	if err := refundScript.Run(ctx, s.client, []string{s.keys.key(key, nsTake)}, s.withNow(args...)...).Err(); err != nil {
+		return failed("Refund", err)
+	}
+	return nil
+}
