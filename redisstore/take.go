@@ -122,19 +122,27 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 // Redis node), in runs of up to maxBatch.
 func (s *Store) batches(keys []string) []takeBatch {
 	_, single := s.client.(*redis.Client)
+	var open map[string]int // on a Cluster or a Ring: hash tag -> its batch being filled
+	if !single && len(keys) > 1 {
+		open = map[string]int{}
+	}
 	var bs []takeBatch
-	open := map[string]int{} // hash tag -> index of its batch being filled
 	for i, k := range keys {
 		rk := s.keys.key(k, nsTake)
 		tag := ""
-		if !single {
+		if open != nil {
 			tag = hashTagOf(rk)
 		}
 		j, ok := open[tag]
+		if open == nil {
+			j, ok = len(bs)-1, len(bs) > 0
+		}
 		if !ok || len(bs[j].keys) == maxBatch {
 			j = len(bs)
 			bs = append(bs, takeBatch{})
-			open[tag] = j
+			if open != nil {
+				open[tag] = j
+			}
 		}
 		bs[j].keys = append(bs[j].keys, rk)
 		bs[j].at = append(bs[j].at, i)

@@ -250,7 +250,7 @@ func TestTakeManyOneScriptCall(t *testing.T) {
 	if err := s.TakeMany(ctx, keys, shapes, out); err != nil {
 		t.Fatal(err)
 	}
-	if calls := commandCalls(t, c, "evalsha"); calls != 1 {
+	if calls, _ := evalshaStats(t, c); calls != 1 {
 		t.Errorf("TakeMany of 100 keys made %d EVALSHA calls; want 1", calls)
 	}
 	for i, g := range out {
@@ -261,20 +261,21 @@ func TestTakeManyOneScriptCall(t *testing.T) {
 	}
 }
 
-// commandCalls returns the calls of one command the server has counted
-// since its statistics were reset.
-func commandCalls(t *testing.T, c redis.UniversalClient, cmd string) int {
-	t.Helper()
+// evalshaStats returns the EVALSHA calls the server has counted since its
+// statistics were reset, and the microseconds it spent in them.
+func evalshaStats(tb testing.TB, c redis.UniversalClient) (calls, usec int64) {
+	tb.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(info)
+	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`).FindStringSubmatch(info)
 	if m == nil {
-		return 0
+		return 0, 0
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	calls, _ = strconv.ParseInt(m[1], 10, 64)
+	usec, _ = strconv.ParseInt(m[2], 10, 64)
+	return calls, usec
 }
 
 // TestTakeManyAfterScriptFlush checks TakeMany's pipeline on a Ring of two

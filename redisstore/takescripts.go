@@ -26,36 +26,43 @@ import "github.com/redis/go-redis/v9"
 // part an integer held exactly by a double, the nanoseconds in [0, 1e9),
 // and the state's load and store.
 const luaPairs = `
-local function norm(s, ns)
+-- Each helper is written out in full rather than calling the others: a Lua
+-- call costs more than the comparison it would save.
+local function add(a_s, a_ns, b_s, b_ns)
+  local s, ns = a_s + b_s, a_ns + b_ns
   if ns >= 1e9 then return s + 1, ns - 1e9 end
+  return s, ns
+end
+local function sub(a_s, a_ns, b_s, b_ns)
+  local s, ns = a_s - b_s, a_ns - b_ns
   if ns < 0 then return s - 1, ns + 1e9 end
   return s, ns
 end
-local function add(a_s, a_ns, b_s, b_ns) return norm(a_s + b_s, a_ns + b_ns) end
-local function sub(a_s, a_ns, b_s, b_ns) return norm(a_s - b_s, a_ns - b_ns) end
 local function before(a_s, a_ns, b_s, b_ns) return a_s < b_s or (a_s == b_s and a_ns < b_ns) end
 local function later(a_s, a_ns, b_s, b_ns)
-  if before(a_s, a_ns, b_s, b_ns) then return b_s, b_ns end
+  if a_s < b_s or (a_s == b_s and a_ns < b_ns) then return b_s, b_ns end
   return a_s, a_ns
 end
 local function earlier(a_s, a_ns, b_s, b_ns)
-  if before(a_s, a_ns, b_s, b_ns) then return a_s, a_ns end
+  if a_s < b_s or (a_s == b_s and a_ns < b_ns) then return a_s, a_ns end
   return b_s, b_ns
 end
 
+-- A state is one flat array, as stored: st[1] the gen, st[2..5] the
+-- remembered receipt (at_s, at_ns, reserved_s, reserved_ns), and shape i's
+-- arrival time at st[4 + 2i], st[5 + 2i].
+
 -- load returns the state at key, or nil when the key is absent or full at
--- now: st.gen, st.memo (four numbers), st.tat (pairs, flattened).
+-- now.
 local function load(key, now_s, now_ns)
   local v = redis.call('GET', key)
   if not v then return nil end
-  local f = {struct.unpack('<' .. string.rep('d', #v / 8), v)}
-  local st = {gen = f[1], memo = {f[2], f[3], f[4], f[5]}, tat = {}}
-  local live = false
-  for i = 6, #v / 8, 2 do
-    st.tat[i - 5], st.tat[i - 4] = f[i], f[i + 1]
-    live = live or before(now_s, now_ns, f[i], f[i + 1])
+  local count = #v / 8
+  local st = {struct.unpack('<' .. string.rep('d', count), v)}
+  st[count + 1] = nil -- unpack's next position
+  for i = 6, count, 2 do
+    if before(now_s, now_ns, st[i], st[i + 1]) then return st end
   end
-  if live then return st end
   return nil
 end
 
@@ -63,15 +70,14 @@ end
 -- the key when that is not after now (every shape full).
 local function store(key, st, now_s, now_ns)
   local last_s, last_ns = now_s, now_ns
-  for i = 1, #st.tat, 2 do
-    last_s, last_ns = later(last_s, last_ns, st.tat[i], st.tat[i + 1])
+  for i = 6, #st, 2 do
+    last_s, last_ns = later(last_s, last_ns, st[i], st[i + 1])
   end
   if not before(now_s, now_ns, last_s, last_ns) then
     redis.call('DEL', key)
     return
   end
-  local packed = struct.pack('<' .. string.rep('d', 5 + #st.tat), st.gen,
-    st.memo[1], st.memo[2], st.memo[3], st.memo[4], unpack(st.tat))
+  local packed = struct.pack('<' .. string.rep('d', #st), unpack(st))
   redis.call('SET', key, packed, 'PXAT', pxat(last_s, last_ns))
 end
 `
@@ -99,13 +105,13 @@ local now_s, now_ns = now(3 + 4 * n)
 
 local out = {now_s, now_ns}
 local at = 2 -- where the reply of the next key starts: taken, gen, then its arrival times
+local next_tat = {}
 for k = 1, #KEYS do
-  local st = load(KEYS[k], now_s, now_ns) or {gen = new_gen, memo = {0, 0, 0, 0}, tat = {}}
-  local next_tat = {}
+  local st = load(KEYS[k], now_s, now_ns) or {new_gen, 0, 0, 0, 0}
   local taken = 1
-  out[at + 1], out[at + 2] = 0, st.gen
+  out[at + 1], out[at + 2] = 0, st[1]
   for i = 1, n do
-    local tat_s, tat_ns = st.tat[2 * i - 1] or now_s, st.tat[2 * i] or now_ns
+    local tat_s, tat_ns = st[4 + 2 * i] or now_s, st[5 + 2 * i] or now_ns
     out[at + 1 + 2 * i], out[at + 2 + 2 * i] = tat_s, tat_ns
     -- pace.Bucket.Take
     local base_s, base_ns = later(tat_s, tat_ns, now_s, now_ns)
@@ -118,7 +124,7 @@ for k = 1, #KEYS do
   end
   out[at + 1] = taken
   if taken == 1 then
-    for i = 1, 2 * n do st.tat[i] = next_tat[i] end
+    for i = 1, 2 * n do st[5 + i] = next_tat[i] end
     store(KEYS[k], st, now_s, now_ns)
   end
   at = at + 2 + 2 * n
@@ -141,22 +147,22 @@ local taken_s, taken_ns, receipt_gen = tonumber(ARGV[2]), tonumber(ARGV[3]), ton
 local now_s, now_ns = now(5 + 4 * n)
 local st = load(KEYS[1], now_s, now_ns)
 if not st then return 0 end
-local intact = st.gen == receipt_gen
+local intact = st[1] == receipt_gen
 local first_reserved_s, first_reserved_ns = tonumber(ARGV[7]), tonumber(ARGV[8])
-if not intact and st.memo[1] == taken_s and st.memo[2] == taken_ns
-    and st.memo[3] == first_reserved_s and st.memo[4] == first_reserved_ns then
+if not intact and st[2] == taken_s and st[3] == taken_ns
+    and st[4] == first_reserved_s and st[5] == first_reserved_ns then
   return 0 -- given back already, through a copy of the receipt
 end
 
-for i = #st.tat / 2 + 1, n do -- a shape the key holds no arrival time for is full
-  st.tat[2 * i - 1], st.tat[2 * i] = now_s, now_ns
+for i = (#st - 5) / 2 + 1, n do -- a shape the key holds no arrival time for is full
+  st[4 + 2 * i], st[5 + 2 * i] = now_s, now_ns
 end
 local gave, reordered = false, false
 for i = 1, n do
   local a = 5 + 4 * (i - 1)
   local interval_s, interval_ns = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   local reserved_s, reserved_ns = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local tat_s, tat_ns = st.tat[2 * i - 1], st.tat[2 * i]
+  local tat_s, tat_ns = st[4 + 2 * i], st[5 + 2 * i]
   -- pace.Bucket.Refund
   local end_s, end_ns = add(taken_s, taken_ns, interval_s, interval_ns)
   local again = false
@@ -172,13 +178,13 @@ for i = 1, n do
     gave = true
     reordered = reordered or not intact or tat_s ~= reserved_s or tat_ns ~= reserved_ns
     local next_s, next_ns = sub(tat_s, tat_ns, give_s, give_ns)
-    st.tat[2 * i - 1], st.tat[2 * i] = later(next_s, next_ns, now_s, now_ns)
+    st[4 + 2 * i], st[5 + 2 * i] = later(next_s, next_ns, now_s, now_ns)
   end
 end
 if not gave then return 0 end
 if reordered then
-  st.gen = st.gen + 1
-  st.memo = {taken_s, taken_ns, first_reserved_s, first_reserved_ns}
+  st[1] = st[1] + 1
+  st[2], st[3], st[4], st[5] = taken_s, taken_ns, first_reserved_s, first_reserved_ns
 end
 store(KEYS[1], st, now_s, now_ns)
 return 1
