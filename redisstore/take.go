@@ -225,8 +225,9 @@ func grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen ui
 // key's arrival times, exact while the key's reorder count still equals
 // r.Gen; a refund that reorders raises the count and is remembered, so that
 // refunding the same receipt again gives nothing. The zero Receipt, an
-// absent key and a full one are left alone; a key that the refund leaves
-// full is deleted.
+// absent key, a full one, and a receipt taken before the key was last
+// absent (full or deleted) are left alone; a key that the refund leaves full
+// is deleted.
 func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
 	if err := s.usable(); err != nil {
 		return err

@@ -69,15 +69,17 @@ func storedTake(t *testing.T, c redis.UniversalClient, key string) *takemodel.St
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	f := unpack(t, v, len(v)/8)
-	if len(f) < 7 || len(f)%2 == 0 {
-		t.Fatalf("stored take state of %d doubles; want 5 + 2 per shape", len(f))
+	if len(f) < 9 || len(f)%2 == 0 {
+		t.Fatalf("stored take state of %d doubles; want 7 + 2 per shape", len(f))
 	}
 	st := &takemodel.State{
 		Gen:          uint64(f[0]),
-		MemoAt:       time.Duration(f[1])*time.Second + time.Duration(f[2]),
-		MemoReserved: time.Duration(f[3])*time.Second + time.Duration(f[4]),
+		Born:         uint64(f[1]),
+		MemoAt:       time.Duration(f[2])*time.Second + time.Duration(f[3]),
+		MemoReserved: time.Duration(f[4])*time.Second + time.Duration(f[5]),
+		MemoGen:      uint64(f[6]),
 	}
-	for i := 5; i < len(f); i += 2 {
+	for i := 7; i < len(f); i += 2 {
 		st.TATs = append(st.TATs, time.Duration(f[i])*time.Second+time.Duration(f[i+1]))
 	}
 	return st
@@ -162,7 +164,8 @@ func takeScenario(t *testing.T, s takeStore, seed uint64, steps int, now func() 
 			}
 			return
 		}
-		if got == nil || got.Gen != want.Gen || got.MemoAt != want.MemoAt || got.MemoReserved != want.MemoReserved || !slices.Equal(got.TATs, want.TATs) {
+		if got == nil || got.Gen != want.Gen || got.Born != want.Born || got.MemoAt != want.MemoAt || got.MemoReserved != want.MemoReserved ||
+			got.MemoGen != want.MemoGen || !slices.Equal(got.TATs, want.TATs) {
 			t.Fatalf("seed %d step %d at %d: after %s key %s stored %+v; reference %+v", seed, step, at, what, k, got, *want)
 		}
 	}
@@ -251,7 +254,7 @@ func takeScenario(t *testing.T, s takeStore, seed uint64, steps int, now func() 
 			intact := m.Get(h.key, now()) != nil && m.Get(h.key, now()).Gen == h.r.Gen
 			what := m.Refund(h.key, h.shapes, h.r, now())
 			seen["refund: "+what]++
-			if !intact && what != "absent" && what != "copy" && what != "nothing" {
+			if !intact && what != "absent" && what != "older" && what != "copy" && what != "nothing" {
 				seen["refund not intact, gave"]++
 			}
 			check(step, fmt.Sprintf("Refund(%s, %+v)", h.key, h.r), h.key)
@@ -274,7 +277,7 @@ func requireSeen(t *testing.T, seen map[string]int, want ...string) {
 
 // takeSituations are what every Take scenario must reach.
 var takeSituations = []string{"taken", "refused", "refused by one shape while another fits", "TakeMany",
-	"refund: exact", "refund: reordered", "refund: copy", "refund: absent", "refund: deleted", "refund: nothing",
+	"refund: exact", "refund: reordered", "refund: copy", "refund: absent", "refund: older", "refund: deleted", "refund: nothing",
 	"refund not intact, gave"}
 
 // TestTakeMatchesReference runs the Take scenario against the Lua scripts on

@@ -7,13 +7,16 @@
 //
 //   - a key whose every arrival time is not after now is full, and full is
 //     absent: a take on it starts afresh, a refund leaves it alone;
-//   - a key created by a take starts its reorder count at a number that
-//     differs from every count the key had before (the store draws it; the
-//     model is told it, and checks it is new);
+//   - a key created by a take starts its reorder count at a number (born)
+//     that differs from every count the key had before (the store draws it;
+//     the model is told it, and checks it is new), so that the receipts of
+//     the key's present life are those with a Gen in [born, count]: a
+//     refund of any other receipt (taken before the key was last absent)
+//     gives nothing;
 //   - a refund is intact while the key's count equals the receipt's Gen; one
-//     that reorders raises the count by one and is remembered (its At and
-//     first Reserved), and a refund of the remembered receipt that is not
-//     intact gives nothing (pace.Buckets' rule, per key);
+//     that reorders raises the count by one and is remembered (its At,
+//     first Reserved and Gen), and a refund of the remembered receipt that
+//     is not intact gives nothing (pace.Buckets' rule, per key);
 //   - a take with fewer shapes than the key holds keeps the others' arrival
 //     times as they are.
 package takemodel
@@ -28,10 +31,13 @@ import (
 
 // State is what a store keeps for one key.
 type State struct {
-	Gen uint64
-	// MemoAt and MemoReserved identify the receipt of the latest refund
-	// that reordered (zero: none).
+	// Gen is the reorder count; Born is what it was when the key was
+	// created.
+	Gen, Born uint64
+	// MemoAt, MemoReserved and MemoGen identify the receipt of the latest
+	// refund that reordered (zero: none).
 	MemoAt, MemoReserved time.Duration
+	MemoGen              uint64
 	// TATs holds one arrival time per shape, since the Unix epoch.
 	TATs []time.Duration
 }
@@ -92,7 +98,7 @@ func (m *Model) Take(key string, shapes []pace.Bucket, now time.Duration, fresh 
 	st := m.Get(key, now)
 	created := st == nil
 	if created {
-		st = &State{Gen: fresh}
+		st = &State{Gen: fresh, Born: fresh}
 	}
 	n := len(shapes)
 	tats := st.read(n, now)
@@ -132,16 +138,20 @@ func (m *Model) remember(key string, gen uint64) {
 }
 
 // Refund gives back the take r describes at key at now, and reports what
-// happened: "absent", "copy" (a second refund of the remembered receipt),
-// "nothing", "exact" (intact, nothing reordered), "reordered" or "deleted"
-// (the refund left every shape full).
+// happened: "absent", "older" (a receipt from before the key was created),
+// "copy" (a second refund of the remembered receipt), "nothing", "exact"
+// (intact, nothing reordered), "reordered" or "deleted" (the refund left
+// every shape full).
 func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now time.Duration) string {
 	st := m.Get(key, now)
 	if st == nil || r == (pace.Receipt{}) {
 		return "absent"
 	}
+	if r.Gen < st.Born || r.Gen > st.Gen {
+		return "older"
+	}
 	intact := st.Gen == r.Gen
-	if !intact && st.MemoAt == r.At && st.MemoReserved == r.Reserved[0] {
+	if !intact && st.MemoAt == r.At && st.MemoReserved == r.Reserved[0] && st.MemoGen == r.Gen {
 		return "copy"
 	}
 	n := len(shapes)
@@ -155,7 +165,7 @@ func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now tim
 	what := "exact"
 	if reordered {
 		st.Gen++
-		st.MemoAt, st.MemoReserved = r.At, r.Reserved[0]
+		st.MemoAt, st.MemoReserved, st.MemoGen = r.At, r.Reserved[0], r.Gen
 		m.remember(key, st.Gen)
 		what = "reordered"
 	}
