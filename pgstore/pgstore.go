@@ -24,20 +24,20 @@ var schemaSQL string
 // schemaVersion is recorded in the schema's meta table. New reinstalls the
 // tables and functions when the recorded version differs; bump it whenever
 // schema.sql changes.
-const schemaVersion = 2
+const schemaVersion = 3
 
-// tables are the four namespaces, in the order Delete clears them.
-var tables = []string{"buckets", "slots", "bursts", "vals"}
+// tables are the five namespaces, in the order Delete clears them.
+var tables = []string{"buckets", "slots", "bursts", "vals", "takes"}
 
 var _ pace.Store = (*Store)(nil)
 
 // Store is a pace.Store on PostgreSQL: token buckets, slot counters (plain
-// and under the burst model of pace.AdmitBurst) and memoised values in four
-// tables of one schema, shared by every process that opens a Store on the
+// and under the burst model of pace.AdmitBurst), memoised values and the
+// multi-shape keys of Take in five tables of one schema, shared by every process that opens a Store on the
 // same database and schema.
 //
 // Every operation is one round trip: one call of a server-side PL/pgSQL
-// function (or, for Get, one SELECT), which locks the key's row
+// function (or, for Get, one SELECT; TakeMany is one call over arrays), which locks the key's row
 // (SELECT … FOR UPDATE, or the conflict of INSERT … ON CONFLICT for a new
 // key), reads the database clock, decides and writes. Decisions are therefore
 // exact across any number of connections and processes: N callers racing
@@ -105,6 +105,7 @@ type queries struct {
 	take, acquireSlot, releaseSlot, refreshSlot string
 	acquireBurst, releaseBurst, refreshBurst    string
 	get, set, del, sweep                        string
+	takeAll, takeMany, refundAll                string
 }
 
 // New returns a Store on pool, creating its schema, tables and functions if
@@ -154,6 +155,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)@c@`),
 			del:          r.Replace(`SELECT @s@.delete_key($1)@c@`),
 			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)@c@`),
+			takeAll:      r.Replace(`SELECT t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_all($1, $2, $3, $4, $5, $6) AS t@j@`),
+			takeMany:     r.Replace(`SELECT t.r_ord, t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_many($1, $2, $3, $4, $5, $6) AS t@j@`),
+			refundAll:    r.Replace(`SELECT @s@.refund_all($1, $2, $3, $4, $5, $6)@c@`),
 		},
 	}
 	return s, nil
@@ -187,7 +191,8 @@ func install(ctx context.Context, pool *pgxpool.Pool, cfg config, schema string)
 				unlogged = "UNLOGGED"
 			}
 			ddl := strings.NewReplacer("@schema@", schema, "@unlogged@", unlogged,
-				"@version@", strconv.Itoa(schemaVersion)).Replace(schemaSQL)
+				"@version@", strconv.Itoa(schemaVersion),
+				"@refill_window@", strconv.FormatInt(int64(pace.BurstRefillWindow), 10)).Replace(schemaSQL)
 			if _, err := tx.Exec(ctx, ddl); err != nil {
 				return err
 			}
@@ -400,7 +405,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	return nil
 }
 
-// Delete implements pace.Store.Delete, in one round trip for the four
+// Delete implements pace.Store.Delete, in one round trip for the five
 // namespaces.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
@@ -415,7 +420,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Sweep deletes up to limit reclaimable rows from each of the four tables,
+// Sweep deletes up to limit reclaimable rows from each of the five tables,
 // in one round trip, and reports how many it deleted. Rows locked by running
 // operations are skipped. Operations already sweep in small batches (see
 // WithSweepBatch); Sweep is for callers that disabled that, or that want the

@@ -47,11 +47,11 @@ func TestContractCluster(t *testing.T) {
 	t.Run("TakeMatchesReference", func(t *testing.T) {
 		clock := newFakeClock()
 		s := New(c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)), withClock(clock.Now))
-		seen := takeScenario(t, s, testSeed(t), 500,
+		seen := takemodel.Scenario(t, s, testSeed(t), 500, true,
 			func() time.Duration { return time.Duration(clock.now.UnixNano()) },
 			func(d time.Duration) { clock.now = clock.now.Add(d) },
 			func(k string) *takemodel.State { return storedTake(t, c, s.keys.key(k, nsTake)) })
-		requireSeen(t, seen, "taken", "refused", "TakeMany", "refund: exact", "refund: reordered")
+		takemodel.RequireSeen(t, seen, "taken", "refused", "TakeMany", "refund: exact", "refund: reordered")
 	})
 }
 

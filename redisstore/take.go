@@ -2,12 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,10 +14,6 @@ import (
 // large batch does not hold the server (which runs one script at a time)
 // for more than about a millisecond.
 const maxBatch = 256
-
-// errDisagree reports a script whose decision differs from pace.TakeAll on
-// the state it read: a bug, never a limit.
-var errDisagree = errors.New("redisstore: the take script and pace.TakeAll disagree")
 
 // Take takes one take of every shape at key, all or nothing, in one script
 // call at the server's time; see pace.Store.Take. The script decides with
@@ -49,27 +44,6 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 	return s.takeMany(ctx, "TakeMany", keys, shapes, out)
 }
 
-// checkShapes reports an error wrapping pace.ErrInvalidArgument unless
-// there are 1 to pace.MaxShapes shapes, none of them the zero Bucket.
-func checkShapes(shapes []pace.Bucket) error {
-	if len(shapes) < 1 || len(shapes) > pace.MaxShapes {
-		return fmt.Errorf("%w: redisstore: %d shapes; want 1 to %d", pace.ErrInvalidArgument, len(shapes), pace.MaxShapes)
-	}
-	for i, b := range shapes {
-		if b.Tolerance() <= 0 {
-			return fmt.Errorf("%w: redisstore: shape %d is the zero Bucket", pace.ErrInvalidArgument, i)
-		}
-	}
-	return nil
-}
-
-// newGen returns the reorder count of a key that a call creates: a random
-// number below 2^52, so that it differs from every count the key had
-// before it was deleted (with odds of a collision about k/2^52 for a key
-// that had k reorders), and so that the script's doubles hold it and the
-// few counts after it exactly.
-func newGen() uint64 { return rand.Uint64() >> 12 }
-
 // takeBatch is the keys of one script call of takeMany: their Redis keys
 // and their indices in the caller's slices.
 type takeBatch struct {
@@ -82,7 +56,7 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := checkShapes(shapes); err != nil {
+	if err := storekit.CheckShapes(shapes); err != nil {
 		return err
 	}
 	for _, k := range keys {
@@ -100,7 +74,7 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 		ts, tn := split(b.Tolerance())
 		args = append(args, is, in, ts, tn)
 	}
-	args = s.withNow(append(args, newGen())...)
+	args = s.withNow(append(args, storekit.NewGen())...)
 
 	batches := s.batches(keys)
 	if len(batches) == 1 {
@@ -193,31 +167,13 @@ func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 		for k := range n {
 			tats[k] = time.Duration(r[2+2*k])*time.Second + time.Duration(r[3+2*k])
 		}
-		g, err := grant(shapes, tats[:n], now, uint64(r[1]), r[0] == 1)
+		g, err := storekit.Grant(shapes, tats[:n], now, uint64(r[1]), r[0] == 1)
 		if err != nil {
 			return err
 		}
 		out[i] = g
 	}
 	return nil
-}
-
-// grant derives the outcome of a take from what the script read (the
-// arrival times before the decision, the clock, the key's reorder count)
-// and whether it took, with the Go arithmetic the script mirrors.
-func grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen uint64, took bool) (pace.Grant, error) {
-	var next [pace.MaxShapes]time.Duration
-	n := len(shapes)
-	wait, ok := pace.TakeAll(shapes, tats, next[:n], now)
-	if ok != took {
-		return pace.Grant{}, errDisagree
-	}
-	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
-	g := pace.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
-	if ok {
-		g.Receipt = pace.Receipt{At: now, Gen: gen, Reserved: next}
-	}
-	return g, nil
 }
 
 // Refund gives back the take that r describes, in one script call at the
@@ -235,7 +191,7 @@ func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r 
 	if err := pace.ValidateKey(key); err != nil {
 		return err
 	}
-	if err := checkShapes(shapes); err != nil {
+	if err := storekit.CheckShapes(shapes); err != nil {
 		return err
 	}
 	if r == (pace.Receipt{}) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,22 +39,7 @@ func TestTakeInvalidArguments(t *testing.T) {
 	s, c := newTestStore(t)
 	ctx := context.Background()
 	ok := mustBucket(t, 5, 5, 1)
-	five := []pace.Bucket{ok, ok, ok, ok, ok}
-	for name, err := range map[string]error{
-		"no shapes":   func() error { _, err := s.Take(ctx, "k", nil); return err }(),
-		"five shapes": func() error { _, err := s.Take(ctx, "k", five); return err }(),
-		"zero Bucket": func() error { _, err := s.Take(ctx, "k", []pace.Bucket{ok, {}}); return err }(),
-		"empty key":   func() error { _, err := s.Take(ctx, "", []pace.Bucket{ok}); return err }(),
-		"long key": func() error {
-			_, err := s.Take(ctx, strings.Repeat("k", pace.MaxKeyLen+1), []pace.Bucket{ok})
-			return err
-		}(),
-		"many, bad key":  s.TakeMany(ctx, []string{"k", ""}, []pace.Bucket{ok}, make([]pace.Grant, 2)),
-		"many, short":    s.TakeMany(ctx, []string{"k", "j"}, []pace.Bucket{ok}, make([]pace.Grant, 1)),
-		"many, zero":     s.TakeMany(ctx, []string{"k"}, []pace.Bucket{{}}, make([]pace.Grant, 1)),
-		"refund, zero":   s.Refund(ctx, "k", []pace.Bucket{{}}, pace.Receipt{At: 1}),
-		"refund, no key": s.Refund(ctx, "", []pace.Bucket{ok}, pace.Receipt{At: 1}),
-	} {
+	for name, err := range takemodel.InvalidCalls(s) {
 		if !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: %v; want an error wrapping ErrInvalidArgument", name, err)
 		}
