@@ -44,7 +44,7 @@ func NewBucket(capacity, perSecond, cost float64) (Bucket, error) {
 	case !finitePositive(perSecond):
 		return Bucket{}, invalid("rate %v per second is not a positive finite number", perSecond)
 	case !(cost >= 0) || math.IsInf(cost, 1):
-		return Bucket{}, invalid("cost %v is not a finite number ≥ 0", cost)
+		return Bucket{}, invalid("cost %v is not a finite number >= 0", cost)
 	case cost > capacity:
 		return Bucket{}, invalid("cost %v exceeds capacity %v", cost, capacity)
 	}

@@ -189,7 +189,7 @@ func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl ti
 		return invalid("sustained %d < 1", sustained)
 	}
 	if ceiling < sustained || ceiling-sustained > sustained { // not 2*sustained: that overflows
-		return invalid("ceiling %d outside [sustained, 2 × sustained] for sustained %d", ceiling, sustained)
+		return invalid("ceiling %d outside [sustained, 2*sustained] for sustained %d", ceiling, sustained)
 	}
 	if burstBudget < 0 {
 		return invalid("negative burst budget %v", burstBudget)

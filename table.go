@@ -14,9 +14,10 @@ import (
 // token buckets in one.
 //
 // Full buckets are forgotten, since a full bucket and an absent one decide
-// alike: memory is bounded by the keys that took within the last horizon
-// (the longest Tolerance of the shapes used), not by the keys ever named. See
-// the Pace documentation for how and when rows are reclaimed.
+// alike: memory is bounded by the keys that took within the last sweep
+// period (the longest Tolerance of the shapes used, at most a second), not
+// by the keys ever named, and a full row is reclaimed within about a period
+// whatever other shapes the table holds. See sweep.go for how and when.
 //
 // Keys are stored as 64-bit hashes under a seed chosen at random for each
 // table, never as strings, so a key never pins the caller's buffer. Two
@@ -32,7 +33,7 @@ type Buckets struct {
 	seed    maphash.Seed
 	epoch   time.Time
 	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
-	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds
+	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds (see period)
 	cursor  atomic.Uint32    // the next shard sweepIdle looks at
 }
 
@@ -63,14 +64,7 @@ type shard struct {
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
 	used  int          // slots with a key, live or deleted; guarded by mu
 	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
-	// last is the take given back by the latest reordering refund, so that a
-	// second refund of it (through a copy of its Reservation) gives nothing;
-	// guarded by mu.
-	last struct {
-		key             uint64
-		taken, reserved int64
-	}
-	_ [8]byte
+	_     [32]byte
 }
 
 // slotTable is an open-addressing table with linear probing. A slot's key is
@@ -143,14 +137,21 @@ func (t *Buckets) Take(key string, b Bucket) (ok bool, wait time.Duration) {
 	return ok, time.Duration(w)
 }
 
-// Forget drops the bucket at key, as if it were full.
+// Forget drops the bucket at key, as if it were full. It is atomic: a take
+// racing with it decides either before (and is forgotten with the rest) or
+// after (on a full bucket).
 func (t *Buckets) Forget(key string) {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s := sh.find(h); s != nil {
-		sh.drop(s, s.Load())
+		// Takes change a live slot without the lock: retry until the swap
+		// wins. Each failed swap is a take that succeeded, so this ends.
+		// Under mu the slot is never moved, and only mu holders write a
+		// deleted one.
+		for v := s.Load(); v > deleted && !sh.drop(s, v); v = s.Load() {
+		}
 	}
 }
 
@@ -167,9 +168,12 @@ func (sh *shard) drop(s *slot, v int64) bool {
 }
 
 // Len reports the number of rows: buckets that were not full when last
-// looked at. Full rows are dropped as they are found (by Return, or by the
-// sweep), so Len may count a few that have refilled since.
+// looked at. It first sweeps the shards whose period has passed (see
+// sweep.go), so a table left without traffic after a flood gives its rows
+// back when Len is called. Full rows are dropped as they are found (by
+// Return, or by the sweep), so Len may count a few that have refilled since.
 func (t *Buckets) Len() int {
+	t.sweepDue(t.now())
 	n := int64(0)
 	for i := range t.shards {
 		n += t.shards[i].live.Load()
@@ -263,9 +267,6 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		return false
 	}
 	intact := sh.reorders.Load() == gen
-	if !intact && sh.last.key == h && sh.last.taken == taken && sh.last.reserved == reserved {
-		return false // given back already, through a copy
-	}
 	for {
 		v := s.Load()
 		if v == deleted {
@@ -284,7 +285,6 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 			continue
 		}
 		if reordered {
-			sh.last.key, sh.last.taken, sh.last.reserved = h, taken, reserved
 			sh.reorders.Add(1)
 		}
 		return gave

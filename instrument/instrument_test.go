@@ -434,13 +434,7 @@ func TestWrapLint(t *testing.T) {
 	reg := newCapture()
 	s := mustWrap(t, fakeStore{}, reg)
 	script(s)
-	problems, err := testutil.CollectAndLint(reg.one(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	lint(t, reg.one(t))
 	if n := testutil.CollectAndCount(reg.one(t)); n != 36+11 {
 		t.Errorf("%d series; want 36 counters + 11 histograms", n)
 	}
@@ -509,19 +503,11 @@ func TestWrapNoKeyLabel(t *testing.T) {
 	if after := testutil.CollectAndCount(reg.one(t)); after != before {
 		t.Errorf("%d series after 1000 keys; want %d as before", after, before)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if strings.HasPrefix(l.GetValue(), "client-") {
-					t.Errorf("%s has label %s=%q", mf.GetName(), l.GetName(), l.GetValue())
-				}
-			}
+	eachLabel(t, reg, func(metric, name, value string) {
+		if strings.HasPrefix(value, "client-") {
+			t.Errorf("%s has label %s=%q", metric, name, value)
 		}
-	}
+	})
 }
 
 func TestWrapConcurrentCountsExact(t *testing.T) {
@@ -696,13 +682,7 @@ pace_rows 2
 	if p.Len() != 2 {
 		t.Errorf("Len() = %d; want 2 (keys a and c), as pace_rows says", p.Len())
 	}
-	problems, err := testutil.CollectAndLint(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pr := range problems {
-		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
-	}
+	lint(t, c)
 }
 
 func TestNewPaceInvalid(t *testing.T) {
@@ -771,13 +751,7 @@ pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	problems, err := testutil.CollectAndLint(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pr := range problems {
-		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
-	}
+	lint(t, c)
 	if _, err := instrument.FailureHook(reg); err == nil {
 		t.Error("second FailureHook on one registry: nil error; want AlreadyRegisteredError")
 	}

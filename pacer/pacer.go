@@ -97,9 +97,10 @@ const (
 //   - Headroom ahead. Between control periods the gap may be shorter
 //     than 1/r: when the predicted count, plus the calls the window will
 //     shed within the next W/10 (the others' from the reconstruction,
-//     this client's exactly), is below the target, the client fills that
-//     hole within W/2, in proportion to its share. It thus replaces calls
-//     as they leave the window rather than after the count has dropped.
+//     this client's from its own record, to W/256), is below the target,
+//     the client fills that hole within W/2, in proportion to its share.
+//     It thus replaces calls as they leave the window rather than after
+//     the count has dropped.
 //   - The barrier. When the predicted count is within one call of the
 //     limit, the next call waits until the reconstruction says a call has
 //     left the window, but never longer than the maximum delay (W/2 by
@@ -131,7 +132,11 @@ const (
 // New is required; the zero Pacer is not usable. Most callers want Wait
 // before each call and Observe after it, or Transport, which does both.
 // A Pacer is safe for concurrent use by multiple goroutines; concurrent
-// callers are handed slots one gap apart.
+// callers are handed slots one gap apart. A decision takes the same time
+// and a Pacer the same memory (about 12 KiB) whatever the number of calls
+// in the window, since its record of its own calls has a fixed resolution
+// of W/256; only the callers blocked in Wait, and the slots Reserve
+// booked that are still to come, take a few words each.
 type Pacer struct {
 	mu    sync.Mutex
 	clock Clock
@@ -153,13 +158,14 @@ type Pacer struct {
 	others      float64   // R_o, the other clients' current calls per second
 	hist        history   // when the others' counted calls arrived
 	ctlAt       time.Time // start of the current control period
-	waitedUntil time.Time // the latest slot for which a caller had to wait
+	waitedUntil time.Time // the latest slot outside the queue for which a caller had to wait
 
-	last    time.Time   // the latest slot handed out
-	hold    time.Time   // no slot before this (Retry-After, plus jitter)
-	pending []time.Time // slots handed out and not yet observed
-	own     []time.Time // this client's counted calls within the window
-	strikes int         // consecutive refusals without Retry-After
+	last    time.Time        // the latest slot handed out outside the queue
+	hold    time.Time        // no slot before this (Retry-After, plus jitter)
+	ahead   deque[time.Time] // slots handed out outside the queue, still to come
+	queue   queue            // the callers blocked in Wait and their slots
+	own     own              // this client's calls counted within the window, and in flight
+	strikes int              // consecutive refusals without Retry-After
 }
 
 // New returns a Pacer configured by opts. Options with invalid values
@@ -183,10 +189,15 @@ func New(opts ...Option) *Pacer {
 }
 
 // Wait blocks until the next call may go, and books that slot. It returns
-// nil when the caller may proceed, ctx.Err() as soon as the context ends
-// (the slot is then given back if nobody booked after it), and an error
-// matching ErrWouldExceedDeadline and context.DeadlineExceeded, without
-// waiting, when the context's deadline comes before the slot.
+// nil when the caller may proceed, ctx.Err() as soon as the context ends,
+// and an error matching ErrWouldExceedDeadline and
+// context.DeadlineExceeded, without waiting longer, when the context's
+// deadline comes before the slot.
+//
+// Waiting callers queue in arrival order. A signal that moves slots later
+// (a Retry-After, a rate cut, a full window) moves the slots of the
+// callers already waiting too; a caller that gives up gives its slot
+// back, and the callers behind it move up, as if it had never waited.
 func (p *Pacer) Wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -194,34 +205,95 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	p.mu.Lock()
 	now := p.nowLocked()
 	slot := p.slotLocked(now)
-	if dl, ok := ctx.Deadline(); ok && slot.After(now) && dl.Before(slot) {
+	if !slot.After(now) {
+		p.bookLocked(now, slot)
 		p.mu.Unlock()
-		return errors.Join(ErrWouldExceedDeadline, context.DeadlineExceeded)
+		return nil
 	}
-	prev := p.bookLocked(now, slot)
+	if beyondDeadline(ctx, slot) {
+		p.mu.Unlock()
+		return errWouldExceedDeadline()
+	}
+	w := &waiter{turn: make(chan struct{}, 1)}
+	head := p.queue.push(w, slot)
 	p.mu.Unlock()
+	if !head {
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			p.leave(w)
+			return ctx.Err()
+		}
+	}
+	return p.waitHead(ctx, w)
+}
 
-	d := slot.Sub(now)
-	if d <= 0 {
-		return nil
-	}
-	c, stop := p.clock.After(d)
-	defer stop()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
+// waitHead sleeps until the first slot of the queue, w being its head,
+// and takes that slot. The slot may move later while w sleeps; w then
+// sleeps again.
+func (p *Pacer) waitHead(ctx context.Context, w *waiter) error {
+	for {
 		p.mu.Lock()
-		p.unbookLocked(slot, prev)
+		now := p.nowLocked()
+		slot := p.queue.first()
+		if !slot.After(now) {
+			_, next := p.queue.pop()
+			p.bookLocked(now, slot)
+			if slot.After(p.waitedUntil) {
+				p.waitedUntil = slot // it had to wait for it
+			}
+			p.mu.Unlock()
+			next.wake()
+			return nil
+		}
+		if beyondDeadline(ctx, slot) {
+			next := p.queue.leave(w)
+			p.mu.Unlock()
+			next.wake()
+			return errWouldExceedDeadline()
+		}
 		p.mu.Unlock()
-		return ctx.Err()
+		c, stop := p.clock.After(slot.Sub(now))
+		select {
+		case <-c:
+		case <-ctx.Done():
+			stop()
+			p.leave(w)
+			return ctx.Err()
+		}
 	}
+}
+
+// leave takes w out of the queue, giving back the last slot, and wakes
+// the new head if w was the head.
+func (p *Pacer) leave(w *waiter) {
+	p.mu.Lock()
+	next := p.queue.leave(w)
+	p.mu.Unlock()
+	next.wake()
+}
+
+// wake tells w, nil or not, that it is now the head of the queue.
+func (w *waiter) wake() {
+	if w != nil {
+		w.turn <- struct{}{}
+	}
+}
+
+func beyondDeadline(ctx context.Context, slot time.Time) bool {
+	dl, ok := ctx.Deadline()
+	return ok && dl.Before(slot)
+}
+
+func errWouldExceedDeadline() error {
+	return errors.Join(ErrWouldExceedDeadline, context.DeadlineExceeded)
 }
 
 // Reserve books the next call and returns how long the caller must wait
 // before making it (zero to go now). It never blocks; it is Wait for
 // callers that schedule their own work, such as simulations. The slot
-// cannot be given back.
+// cannot be given back, and unlike a waiting caller's it does not move: a
+// Retry-After observed before it comes holds only the calls booked after.
 func (p *Pacer) Reserve() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -244,8 +316,8 @@ func (p *Pacer) Observe(s Signal) {
 	now := p.nowLocked()
 	p.control(now)
 	p.prune(now)
-	if len(p.pending) > 0 {
-		p.pending = p.pending[1:]
+	if !p.own.land() && p.ahead.len() > 0 {
+		p.ahead.popFront() // observed before its slot
 	}
 	if s.Window > 0 {
 		p.window, p.winSet = s.Window, true
@@ -266,7 +338,7 @@ func (p *Pacer) Observe(s Signal) {
 		p.limit = l
 	}
 	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
-		p.own = append(p.own, now)
+		p.own.count()
 	}
 	switch {
 	case s.HasUsed:
@@ -282,6 +354,7 @@ func (p *Pacer) Observe(s Signal) {
 		if s.RetryAfter > 0 {
 			p.holdUntil(now.Add(s.RetryAfter), now)
 		}
+		p.replanLocked(now)
 		return
 	}
 	// Refused: cut the rate, and wait at least Retry-After; without one,
@@ -299,6 +372,23 @@ func (p *Pacer) Observe(s Signal) {
 		p.strikes++
 	}
 	p.holdUntil(now.Add(wait), now)
+	p.replanLocked(now)
+}
+
+// replanLocked moves the slots of the callers waiting in Wait later where
+// what the Pacer now knows forbids them: none before the hold or the
+// barrier, and each at least a gap after the one before. A slot never
+// moves earlier here. Only the head sleeps on the clock; it finds its new
+// slot when it wakes.
+func (p *Pacer) replanLocked(now time.Time) {
+	if p.queue.len() == 0 {
+		return
+	}
+	from := now.Add(p.barrier(now))
+	if from.Before(p.hold) {
+		from = p.hold
+	}
+	p.queue.replan(from, p.gap(now))
 }
 
 // learn takes in a shared count observed at now: it updates the
@@ -306,7 +396,7 @@ func (p *Pacer) Observe(s Signal) {
 // rate, and starts the rate on the first count. It must be called with
 // p.mu held.
 func (p *Pacer) learn(now time.Time, used float64) {
-	others := math.Max(0, used-float64(len(p.own)))
+	others := math.Max(0, used-p.own.counted())
 	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
 		p.hist.reset(now, p.window, others)
 		p.others = others / p.window.Seconds()
@@ -402,7 +492,7 @@ func (p *Pacer) nowLocked() time.Time {
 func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.control(now)
 	p.prune(now)
-	slot := p.last.Add(p.gap(now))
+	slot := p.lastSlot().Add(p.gap(now))
 	if b := now.Add(p.barrier(now)); slot.Before(b) {
 		slot = b
 	}
@@ -412,51 +502,57 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	return slot
 }
 
-// bookLocked hands out slot and returns the previous latest slot, for
-// unbookLocked.
-func (p *Pacer) bookLocked(now, slot time.Time) time.Time {
-	prev := p.last
-	p.last = slot
+// bookLocked hands out slot outside the queue: to Reserve, to a Wait
+// that need not wait, or to the head of the queue when it goes.
+func (p *Pacer) bookLocked(now, slot time.Time) {
+	if slot.After(p.last) {
+		p.last = slot
+	}
 	if slot.After(now) {
 		p.waitedUntil = slot
+		p.ahead.push(slot)
+	} else {
+		p.own.fly(slot)
 	}
-	p.pending = append(p.pending, slot)
-	return prev
 }
 
-// unbookLocked gives back slot if it is still the latest one handed out.
-func (p *Pacer) unbookLocked(slot, prev time.Time) {
-	if !p.last.Equal(slot) {
-		return
+// lastSlot is the latest slot handed out, in the queue or not.
+func (p *Pacer) lastSlot() time.Time {
+	if p.queue.len() > 0 && p.queue.last().After(p.last) {
+		return p.queue.last()
 	}
-	p.last = prev
-	if n := len(p.pending); n > 0 && p.pending[n-1].Equal(slot) {
-		p.pending = p.pending[:n-1]
+	return p.last
+}
+
+// waited is the latest slot for which a caller had to wait, or is
+// waiting: a caller that gave up waiting no longer counts.
+func (p *Pacer) waited() time.Time {
+	if p.queue.len() > 0 && p.queue.last().After(p.waitedUntil) {
+		return p.queue.last()
 	}
+	return p.waitedUntil
 }
 
 // prune forgets calls older than the window, and calls in flight for so
 // long (a quarter window) that their response will never be observed.
 func (p *Pacer) prune(now time.Time) {
-	cut := now.Add(-p.window)
-	i := 0
-	for i < len(p.own) && !p.own[i].After(cut) {
-		i++
+	p.own.sync(now, p.window)
+	for p.ahead.len() > 0 && !p.ahead.at(0).After(now) {
+		p.own.fly(p.ahead.popFront())
 	}
-	p.own = p.own[i:]
-	lost := now.Add(-p.window / 4)
-	i = 0
-	for i < len(p.pending) && p.pending[i].Before(lost) {
-		i++
-	}
-	p.pending = p.pending[i:]
+}
+
+// inFlight returns how many calls were handed a slot at or before t and
+// not yet observed (t must not be before the latest prune).
+func (p *Pacer) inFlight(t time.Time) int {
+	return int(p.own.flying) + until(&p.ahead, t) + p.queue.countUntil(t)
 }
 
 // predictedUsed is the shared count the server would report at t: the
 // last report, plus this client's calls since, plus the others' calls at
 // their estimated rate, minus the calls that left the window since (the
-// others' from the reconstruction, this client's exactly). A report a
-// window old predicts nothing: everything it counted has expired.
+// others' from the reconstruction, this client's from its record). A
+// report a window old predicts nothing: everything it counted has expired.
 func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if !p.hasUsed {
 		return 0, false
@@ -465,20 +561,10 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if age >= p.window {
 		return 0, true
 	}
-	u := p.used
-	for _, s := range p.pending {
-		if !s.After(t) {
-			u++
-		}
-	}
+	u := p.used + float64(p.inFlight(t))
 	if age > 0 {
 		u += p.othersRate() * age.Seconds()
-		cut := t.Add(-p.window)
-		for _, o := range p.own {
-			if !o.After(cut) {
-				u--
-			}
-		}
+		u -= p.own.countedBy(t.Add(-p.window))
 		u -= p.hist.expiring(t, p.window) - p.hist.expiring(p.obsAt, p.window)
 	}
 	return math.Max(0, u), true
@@ -489,7 +575,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if p.limit <= 0 {
 		// Only the draft's "r calls within t" may be known: spread them.
 		if p.resetAt.After(now) {
-			left := p.remaining - float64(len(p.pending))
+			left := p.remaining - float64(int(p.own.flying)+p.ahead.len()+p.queue.len())
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
 		}
@@ -499,7 +585,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-float64(len(p.own)) < 1 {
+	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 {
 		// The initial burst: the count is low and none of it is anybody
 		// else's. (Clients that start together see each other at once and
 		// pace from the start, instead of racing for the burst.)
@@ -522,20 +608,14 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 
 // expiring returns how many counted calls leave the window between now and
 // ahead windows later: the others' as the reconstruction places them, this
-// client's exactly. It must be called with p.mu held.
+// client's as its record does. It must be called with p.mu held.
 func (p *Pacer) expiring(now time.Time, ahead float64) float64 {
 	if !p.hasUsed {
 		return 0
 	}
 	t := now.Add(time.Duration(ahead * float64(p.window)))
 	n := p.hist.expiring(t, p.window) - p.hist.expiring(now, p.window)
-	lo, hi := now.Add(-p.window), t.Add(-p.window)
-	for _, o := range p.own {
-		if o.After(lo) && !o.After(hi) {
-			n++
-		}
-	}
-	return n
+	return n + p.own.countedBy(t.Add(-p.window)) - p.own.countedBy(now.Add(-p.window))
 }
 
 // barrier returns how long from now the next call must wait because the
@@ -583,7 +663,7 @@ func (p *Pacer) control(now time.Time) {
 			switch {
 			case x > target:
 				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
-			case !p.waitedUntil.Before(p.ctlAt):
+			case !p.waited().Before(p.ctlAt):
 				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods
 			}
 			p.clampRate()

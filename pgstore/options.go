@@ -38,7 +38,12 @@ func newConfig(opts []Option) (config, error) {
 	// PostgreSQL truncates identifiers to NAMEDATALEN-1 = 63 bytes; two
 	// names that differ only past that would silently share a schema.
 	if cfg.schema == "" || len(cfg.schema) > 63 || strings.ContainsRune(cfg.schema, 0) || !utf8.ValidString(cfg.schema) {
-		return cfg, fmt.Errorf("%w: schema name %q must be 1 to 63 bytes of UTF-8 without NUL", pace.ErrInvalidArgument, cfg.schema)
+		return cfg, fmt.Errorf("%w: schema name must be 1 to 63 bytes of UTF-8 without NUL", pace.ErrInvalidArgument)
+	}
+	// The server reserves the prefix for its own schemas (pg_catalog,
+	// pg_toast, pg_temp_N) and refuses to create one.
+	if strings.HasPrefix(cfg.schema, "pg_") {
+		return cfg, fmt.Errorf("%w: schema names starting with pg_ are reserved by PostgreSQL", pace.ErrInvalidArgument)
 	}
 	if cfg.sweep < 0 {
 		return cfg, fmt.Errorf("%w: negative sweep batch %d", pace.ErrInvalidArgument, cfg.sweep)
@@ -48,9 +53,11 @@ func newConfig(opts []Option) (config, error) {
 
 // WithSchema sets the PostgreSQL schema that holds the store's tables and
 // functions. The default is DefaultSchema ("pace"). The name is used as a
-// quoted identifier (case and punctuation are kept) and must be 1 to 63
-// bytes of UTF-8 without NUL; any other name makes New fail with an error
-// wrapping pace.ErrInvalidArgument. Stores in different schemas share
+// quoted identifier (case, spaces, quotes, dollars and every other character
+// are kept, and none of them can change the SQL New runs) and must be 1 to
+// 63 bytes of UTF-8 without NUL, not starting with "pg_" (reserved by the
+// server); any other name makes New fail with an error wrapping
+// pace.ErrInvalidArgument. Stores in different schemas share
 // nothing; stores in the same schema, in any number of processes, share
 // every key.
 func WithSchema(name string) Option {

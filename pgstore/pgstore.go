@@ -26,6 +26,10 @@ var schemaSQL string
 // schema.sql changes.
 const schemaVersion = 3
 
+// refillWindow is pace.BurstRefillWindow in nanoseconds, as install writes
+// it into the burst functions: the SQL holds no constant of its own.
+var refillWindow = strconv.FormatInt(int64(pace.BurstRefillWindow), 10)
+
 // tables are the five namespaces, in the order Delete clears them.
 var tables = []string{"buckets", "slots", "bursts", "vals", "takes"}
 
@@ -128,7 +132,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	schema := pgx.Identifier{cfg.schema}.Sanitize()
 	if err := install(ctx, pool, cfg, schema); err != nil {
-		return nil, fmt.Errorf("pgstore: installing schema %s: %w", schema, err)
+		return nil, fmt.Errorf("pgstore: installing schema %+q: %w", cfg.schema, err) // %+q: ASCII whatever the name
 	}
 	// Every statement that writes ends with @c@: nothing, or a one-row
 	// function in FROM that turns off synchronous commit for the statement's
@@ -191,14 +195,27 @@ func install(ctx context.Context, pool *pgxpool.Pool, cfg config, schema string)
 				unlogged = "UNLOGGED"
 			}
 			ddl := strings.NewReplacer("@schema@", schema, "@unlogged@", unlogged,
-				"@version@", strconv.Itoa(schemaVersion),
-				"@refill_window@", strconv.FormatInt(int64(pace.BurstRefillWindow), 10)).Replace(schemaSQL)
+				"@version@", strconv.Itoa(schemaVersion), "$$", dollarTag(schema),
+				"@refill_window@", refillWindow).Replace(schemaSQL)
 			if _, err := tx.Exec(ctx, ddl); err != nil {
 				return err
 			}
 		}
 		return alignPersistence(ctx, tx, cfg)
 	})
+}
+
+// dollarTag returns the delimiter that quotes the function bodies of
+// schema.sql once quoted is spliced into them: a tagged dollar quote that
+// does not occur in quoted, so that no schema name can end a body early.
+// (Within a body the name is then lexed as the quoted identifier it is.)
+func dollarTag(quoted string) string {
+	for i := 0; ; i++ {
+		tag := "$pgstore" + strconv.Itoa(i) + "$"
+		if !strings.Contains(quoted, tag) {
+			return tag
+		}
+	}
 }
 
 // alignPersistence makes the tables LOGGED or UNLOGGED as cfg asks, when

@@ -1,6 +1,10 @@
--- Schema of pgstore. New runs this file, with @schema@ replaced by the quoted
--- schema name and @unlogged@ by UNLOGGED or nothing, under an advisory lock,
--- whenever the schema's recorded version differs from schemaVersion.
+-- Schema of pgstore. New runs this file, with the schema placeholder replaced
+-- by the quoted schema name, the persistence placeholder by UNLOGGED or
+-- nothing, and every empty dollar-quote delimiter by a tagged one that does
+-- not occur in the quoted name, under an advisory lock, whenever the schema's
+-- recorded version differs from schemaVersion. The placeholders stand only in
+-- code, never in a comment or a string literal (a test checks this), so a
+-- name, whatever its characters, is never anything but one quoted identifier.
 --
 -- Conventions:
 --   * keys are the SHA-256 digest of the caller's key (32 bytes), so every
