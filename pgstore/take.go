@@ -124,9 +124,8 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 
 // Refund implements pace.Store.Refund with pace.RefundAll, in one call of the
 // refund_all function at the database clock. The refund is exact while the
-// key's reorder count still equals r.Gen; one that reorders raises the count
-// and is remembered, so that refunding the same receipt again gives nothing.
-// The zero Receipt, an absent or full key, and a receipt from before the
+// key's reorder count still equals r.Gen (so that refunding the same receipt
+// again gives nothing); one that reorders raises the count. The zero Receipt, an absent or full key, and a receipt from before the
 // key was last absent (full or deleted) are left alone; a refund that leaves
 // every shape full deletes the row.
 func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {

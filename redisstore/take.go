@@ -179,11 +179,10 @@ func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 // Refund gives back the take that r describes, in one script call at the
 // server's time; see pace.Store.Refund. The script is pace.RefundAll on the
 // key's arrival times, exact while the key's reorder count still equals
-// r.Gen; a refund that reorders raises the count and is remembered, so that
-// refunding the same receipt again gives nothing. The zero Receipt, an
-// absent key, a full one, and a receipt taken before the key was last
-// absent (full or deleted) are left alone; a key that the refund leaves full
-// is deleted.
+// r.Gen (so that refunding the same receipt again gives nothing); a refund
+// that reorders raises the count. The zero Receipt, an absent key, a full
+// one, and a receipt taken before the key was last absent (full or deleted)
+// are left alone; a key that the refund leaves full is deleted.
 func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
 	if err := s.usable(); err != nil {
 		return err
