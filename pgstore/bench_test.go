@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -162,4 +163,28 @@ func BenchmarkTakeMany64(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// BenchmarkRowKey measures the row key of a 24-byte client id, plain
+// SHA-256 and with WithHashedKeys: the CPU that option adds to every call.
+func BenchmarkRowKey(b *testing.B) {
+	const id = "client-1234567@10.1.2.3"
+	pool := newPool(b, 1)
+	hashed, err := New(context.Background(), pool, WithSchema(testSchema(b, pool)), WithHashedKeys([]byte(testSecret)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range []struct {
+		name string
+		s    *Store
+	}{{"sha256", &Store{}}, {"hmac", hashed}} {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if len(s.s.rowKey(id)) != sha256.Size {
+					b.Fatal("short key")
+				}
+			}
+		})
+	}
 }

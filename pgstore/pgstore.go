@@ -3,13 +3,17 @@ package pgstore
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,7 +80,9 @@ var _ pace.Store = (*Store)(nil)
 // Keys are stored as their SHA-256 digest, so any key up to pace.MaxKeyLen
 // bytes fits, keys need not be valid UTF-8, and no client-supplied
 // identifier is stored in the clear; two keys share state only through a
-// SHA-256 collision.
+// SHA-256 collision. A plain digest hides only keys that cannot be guessed:
+// whoever reads the tables can hash every IPv4 address in minutes and find
+// the ones stored. WithHashedKeys stores a keyed hash instead.
 //
 // A row that has become indistinguishable from an absent one (a full bucket,
 // an expired counter or value, a burst slot past its ReclaimAt) is treated as
@@ -103,6 +109,9 @@ type Store struct {
 	// passed as every function's p_now.
 	now func() int64
 	q   queries
+	// macs, with WithHashedKeys, hash keys under the secret; nil: plain
+	// SHA-256.
+	macs *sync.Pool
 }
 
 type queries struct {
@@ -163,6 +172,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 			takeMany:     r.Replace(`SELECT t.r_ord, t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_many($1, $2, $3, $4, $5, $6) AS t@j@`),
 			refundAll:    r.Replace(`SELECT @s@.refund_all($1, $2, $3, $4, $5, $6)@c@`),
 		},
+	}
+	if cfg.hashed {
+		s.macs = &sync.Pool{New: func() any { return hmac.New(sha256.New, cfg.secret) }}
 	}
 	return s, nil
 }
@@ -260,10 +272,24 @@ func (s *Store) Close(context.Context) error {
 // errClosed is returned by every method after Close.
 var errClosed = fmt.Errorf("pgstore: %w", pace.ErrClosed)
 
-// digest returns the row key for key.
+// digest returns the row key of key without WithHashedKeys: its SHA-256.
 func digest(key string) []byte {
 	sum := sha256.Sum256([]byte(key))
 	return sum[:]
+}
+
+// rowKey returns the row key of key: its digest, or with WithHashedKeys its
+// HMAC-SHA-256 under the secret.
+func (s *Store) rowKey(key string) []byte {
+	if s.macs == nil {
+		return digest(key)
+	}
+	m := s.macs.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, key)
+	sum := m.Sum(nil)
+	s.macs.Put(m)
+	return sum
 }
 
 // nowArg returns the p_now argument: nil (the database clock) unless a test
@@ -288,7 +314,7 @@ func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPer
 		return false, 0, err
 	}
 	var wait int64
-	err = s.pool.QueryRow(ctx, s.q.take, digest(key), int64(b.Interval()), int64(b.Tolerance()), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.take, s.rowKey(key), int64(b.Interval()), int64(b.Tolerance()), s.nowArg(), s.sweep).
 		Scan(&allowed, &wait)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: TokenBucket: %w", err)
@@ -306,7 +332,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
-	err = s.pool.QueryRow(ctx, s.q.acquireSlot, digest(key), limit, int64(ttl), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.acquireSlot, s.rowKey(key), limit, int64(ttl), s.nowArg(), s.sweep).
 		Scan(&acquired, &current)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: AcquireSlot: %w", err)
@@ -323,7 +349,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
-	err = s.pool.QueryRow(ctx, s.q.acquireBurst, digest(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.acquireBurst, s.rowKey(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
 		Scan(&acquired, &current)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: AcquireSlotBurst: %w", err)
@@ -366,12 +392,12 @@ func (s *Store) exec(ctx context.Context, op, key, sql string, ttl time.Duration
 		if err := pace.ValidateKey(key); err != nil {
 			return err
 		}
-		_, err = s.pool.Exec(ctx, sql, digest(key), s.nowArg())
+		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), s.nowArg())
 	} else {
 		if err := pace.ValidateRefresh(key, ttl); err != nil {
 			return err
 		}
-		_, err = s.pool.Exec(ctx, sql, digest(key), int64(ttl), s.nowArg())
+		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), int64(ttl), s.nowArg())
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -388,7 +414,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	var v []byte
-	err := s.pool.QueryRow(ctx, s.q.get, digest(key), s.nowArg()).Scan(&v)
+	err := s.pool.QueryRow(ctx, s.q.get, s.rowKey(key), s.nowArg()).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: Get: %w", pace.ErrNotFound)
 	}
@@ -416,7 +442,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if value == nil {
 		value = []byte{} // nil would be sent as NULL
 	}
-	if _, err := s.pool.Exec(ctx, s.q.set, digest(key), value, int64(ttl), s.nowArg(), s.sweep); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.set, s.rowKey(key), value, int64(ttl), s.nowArg(), s.sweep); err != nil {
 		return fmt.Errorf("pgstore: Set: %w", err)
 	}
 	return nil
@@ -431,7 +457,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := pace.ValidateKey(key); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, s.q.del, digest(key)); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.del, s.rowKey(key)); err != nil {
 		return fmt.Errorf("pgstore: Delete: %w", err)
 	}
 	return nil

@@ -52,7 +52,7 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 	var taken bool
 	var now, gen int64
 	var tats []int64
-	err := s.pool.QueryRow(ctx, s.q.takeAll, digest(key), intervals, tolerances, int64(storekit.NewGen()), s.nowArg(), s.sweep).
+	err := s.pool.QueryRow(ctx, s.q.takeAll, s.rowKey(key), intervals, tolerances, int64(storekit.NewGen()), s.nowArg(), s.sweep).
 		Scan(&taken, &now, &gen, &tats)
 	if err != nil {
 		return pace.Grant{}, fmt.Errorf("pgstore: Take: %w", err)
@@ -82,7 +82,7 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 		if err := pace.ValidateKey(k); err != nil {
 			return err
 		}
-		digests[i] = digest(k)
+		digests[i] = s.rowKey(k)
 	}
 	if err := storekit.CheckShapes(shapes); err != nil {
 		return err
@@ -146,7 +146,7 @@ func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r 
 	for i := range reserved {
 		reserved[i] = int64(r.Reserved[i])
 	}
-	if _, err := s.pool.Exec(ctx, s.q.refundAll, digest(key), intervals, int64(r.At), int64(r.Gen), reserved, s.nowArg()); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.refundAll, s.rowKey(key), intervals, int64(r.At), int64(r.Gen), reserved, s.nowArg()); err != nil {
 		return fmt.Errorf("pgstore: Refund: %w", err)
 	}
 	return nil

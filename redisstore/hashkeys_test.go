@@ -9,9 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/ratepace/pace/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,22 +40,7 @@ func TestHashedKeysHideClientIDs(t *testing.T) {
 	s := New(c, WithPrefix(prefix), WithHashedKeys(secret))
 	ctx := context.Background()
 	const id = "client-42@203.0.113.7"
-	shapes := []pace.Bucket{mustBucket(t, 1, 1.0/3600, 1)}
-	if ok, _, err := s.TokenBucket(ctx, id, 1, 1.0/3600, 1); !ok || err != nil {
-		t.Fatalf("TokenBucket = %v, %v", ok, err)
-	}
-	if ok, _, err := s.AcquireSlot(ctx, id, 1, time.Minute); !ok || err != nil {
-		t.Fatalf("AcquireSlot = %v, %v", ok, err)
-	}
-	if ok, _, err := s.AcquireSlotBurst(ctx, id, 1, 2, time.Minute, time.Minute); !ok || err != nil {
-		t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
-	}
-	if err := s.Set(ctx, id, []byte("v"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if g, err := s.Take(ctx, id, shapes); !g.OK || err != nil {
-		t.Fatalf("Take = %+v, %v", g, err)
-	}
+	shapes := takemodel.WriteAll(t, s, id)
 
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(id))

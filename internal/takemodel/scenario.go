@@ -307,3 +307,39 @@ func InvalidCalls(s Store) map[string]error {
 		"refund, no key": s.Refund(ctx, "", []pace.Bucket{ok}, pace.Receipt{At: 1}),
 	}
 }
+
+// FullStore is a pace.Store with the Take methods (which pace.Store itself
+// gains with issue 10).
+type FullStore interface {
+	pace.Store
+	Store
+}
+
+// WriteAll writes key in all five namespaces of s: a take of a token bucket
+// and of Take (one an hour), a plain and a burst slot, and a value. It
+// returns the shapes of the Take.
+func WriteAll(t *testing.T, s FullStore, key string) []pace.Bucket {
+	t.Helper()
+	ctx := context.Background()
+	b, err := pace.NewBucket(1, 1.0/3600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := []pace.Bucket{b}
+	if ok, _, err := s.TokenBucket(ctx, key, 1, 1.0/3600, 1); !ok || err != nil {
+		t.Fatalf("TokenBucket = %v, %v", ok, err)
+	}
+	if ok, _, err := s.AcquireSlot(ctx, key, 1, time.Minute); !ok || err != nil {
+		t.Fatalf("AcquireSlot = %v, %v", ok, err)
+	}
+	if ok, _, err := s.AcquireSlotBurst(ctx, key, 1, 2, time.Minute, time.Minute); !ok || err != nil {
+		t.Fatalf("AcquireSlotBurst = %v, %v", ok, err)
+	}
+	if err := s.Set(ctx, key, []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.Take(ctx, key, shapes); !g.OK || err != nil {
+		t.Fatalf("Take = %+v, %v", g, err)
+	}
+	return shapes
+}
