@@ -126,7 +126,7 @@ func dollarTagAt(s string) string {
 // a newline would end it) or a string literal, and the only dollar signs are
 // the empty delimiters that install replaces by a tag absent from the name.
 func TestSchemaPlaceholdersStandInCode(t *testing.T) {
-	for _, ph := range []string{"@schema@", "@unlogged@", "@version@"} {
+	for _, ph := range []string{"@schema@", "@unlogged@", "@version@", "@refill_window@"} {
 		if !strings.Contains(schemaSQL, ph) {
 			t.Errorf("schema.sql has no %s", ph)
 		}
@@ -161,7 +161,7 @@ func functionBodies(quoted string) []string {
 	var bodies []string
 	parts := strings.Split(schemaSQL, "$$")
 	for i := 1; i < len(parts); i += 2 {
-		bodies = append(bodies, strings.ReplaceAll(parts[i], "@schema@", quoted))
+		bodies = append(bodies, strings.NewReplacer("@schema@", quoted, "@refill_window@", refillWindow).Replace(parts[i]))
 	}
 	slices.Sort(bodies)
 	return bodies
