@@ -35,14 +35,15 @@ import (
 // one is in flight go together in the next (one Store.TakeMany), and a lone
 // decision is never delayed waiting for company.
 //
-// Without WithFallback a store error is returned to the caller (a store
-// wrapped by WithFailurePolicy turns it into that policy's decision first);
-// with it, decisions go to a per-replica Pace while the store fails.
+// Without WithFallback a store error is returned to the caller; with it,
+// decisions go to a per-replica Pace while the store fails. A store wrapped
+// by WithFailurePolicy bounds each round trip by its timeout, but decides
+// nothing in the store's place for Shared: its errors come through.
 //
 // Shared must be created with NewShared. It is safe for concurrent use by
 // multiple goroutines. The long story is in docs/replicas.md.
 type Shared struct {
-	s      sharedStore
+	s      Store
 	shapes []Bucket
 	local  Buckets // the local tier: refusals remembered until their retry-after
 	obs    SharedObserver
@@ -53,13 +54,6 @@ type Shared struct {
 	down      atomic.Int64 // while failing, the local clock reading until which decisions go to fb
 
 	rt roundTrips
-}
-
-// sharedStore is what Shared needs of a Store.
-type sharedStore interface {
-	Take(ctx context.Context, key string, shapes []Bucket) (Grant, error)
-	TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error
-	Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error
 }
 
 // SharedOption configures NewShared.
@@ -213,10 +207,6 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 	if s == nil {
 		return nil, invalid("nil store")
 	}
-	ts, ok := s.(sharedStore)
-	if !ok {
-		return nil, invalid("store %T has no Take, TakeMany and Refund", s)
-	}
 	first, err := paceShape(perSecond)
 	if err != nil {
 		return nil, err
@@ -234,7 +224,7 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 		return nil, invalid("%d limits exceed MaxShapes (%d)", n, MaxShapes)
 	}
 	p := &Shared{
-		s:         ts,
+		s:         s,
 		shapes:    append([]Bucket{first}, cfg.shapes...),
 		obs:       cfg.observer,
 		fb:        cfg.fb,

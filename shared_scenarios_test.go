@@ -16,14 +16,14 @@ import (
 func TestSharedScenarios(t *testing.T) {
 	var (
 		mu     sync.Mutex
-		stores = map[string]*pace.StandIn{}
+		stores = map[string]*spy{}
 	)
-	store := func(ns string) *pace.StandIn {
+	store := func(ns string) *spy {
 		mu.Lock()
 		defer mu.Unlock()
 		s := stores[ns]
 		if s == nil {
-			s = pace.NewStandIn(nil)
+			s = newSpy(nil)
 			stores[ns] = s
 		}
 		return s
@@ -44,7 +44,7 @@ func TestSharedScenarios(t *testing.T) {
 			}
 			return nil
 		}
-		var opened *pace.StandIn
+		var opened *spy
 		fb := b
 		fb.Open = func(t testing.TB, config, ns string) pace.Store {
 			opened = store(ns)

@@ -16,12 +16,12 @@ import (
 
 var bg = context.Background()
 
-// newSharedT returns a Shared of rate per second on a StandIn, both on one
+// newSharedT returns a Shared of rate per second on a spy store, both on one
 // fake clock (the store's and the local tier's).
-func newSharedT(t testing.TB, rate float64, opts ...pace.SharedOption) (*pace.Shared, *pace.StandIn, *clock) {
+func newSharedT(t testing.TB, rate float64, opts ...pace.SharedOption) (*pace.Shared, *spy, *clock) {
 	t.Helper()
 	c := new(clock)
-	s := pace.NewStandIn(c.Elapsed)
+	s := newSpy(c.Now)
 	p, err := pace.NewShared(s, rate, append([]pace.SharedOption{pace.WithSharedClock(c.Now)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewShared(%v) = %v", rate, err)
@@ -70,7 +70,7 @@ func (o *sharedCounts) get(k string) int {
 }
 
 func TestNewSharedRejects(t *testing.T) {
-	s := pace.NewStandIn(nil)
+	s := newSpy(nil)
 	fb, _ := pace.New(1)
 	cases := []struct {
 		name string
@@ -180,7 +180,7 @@ func TestSharedStepScript(t *testing.T) {
 // passed, with the wait left, and the key's row goes once it has.
 func TestSharedRefusalIsRemembered(t *testing.T) {
 	c := new(clock)
-	s := pace.NewStandIn(c.Elapsed)
+	s := newSpy(c.Now)
 	a, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
 	b, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
 	for range 2 {
@@ -258,7 +258,7 @@ func TestSharedReturn(t *testing.T) {
 	// Returning everything leaves no row at the store.
 	r1.Return(bg)
 	r4.Return(bg)
-	if n := s.Rows(); n != 0 {
+	if n := s.Len(); n != 0 {
 		t.Fatalf("store rows after returning every event at once = %d; want 0", n)
 	}
 	if o.returned[pace.PathStore] != 3 {
@@ -390,7 +390,7 @@ func TestSharedBatches(t *testing.T) {
 
 // holdFirstRoundTrip makes s's next round trip wait in flight: entered is
 // closed once it has started, and it goes on once release is closed.
-func holdFirstRoundTrip(s *pace.StandIn) (entered, release chan struct{}) {
+func holdFirstRoundTrip(s *spy) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	hook := func(ctx context.Context, keys int) error {
@@ -515,7 +515,7 @@ var errDown = errors.New("standin: down")
 // decisions go back to it. Without a fallback the error is returned.
 func TestSharedFallback(t *testing.T) {
 	c := new(clock)
-	s := pace.NewStandIn(c.Elapsed)
+	s := newSpy(c.Now)
 	fb, _ := pace.New(1, c.Option()) // one replica of two at 2/s
 	o := newSharedCounts()
 	p, err := pace.NewShared(s, 2, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond), pace.WithSharedObserver(o))
@@ -585,7 +585,7 @@ func TestSharedFallback(t *testing.T) {
 // TestSharedFallbackTimeout: a store that does not answer within the
 // fallback's timeout counts as failing.
 func TestSharedFallbackTimeout(t *testing.T) {
-	s := pace.NewStandIn(nil)
+	s := newSpy(nil)
 	fb, _ := pace.New(10)
 	p, _ := pace.NewShared(s, 20, pace.WithFallback(fb, 20*time.Millisecond))
 	var hang atomic.Bool
