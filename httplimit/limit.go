@@ -20,20 +20,23 @@ const (
 	kindPace kind = iota + 1
 	kindBucket
 	kindSlots
+	kindShared
 )
 
-var kindNames = [...]string{kindPace: "pace", kindBucket: "bucket", kindSlots: "slots"}
+var kindNames = [...]string{kindPace: "pace", kindBucket: "bucket", kindSlots: "slots", kindShared: "shared"}
 
 // Limit is one limit applied to every request that a Middleware (or a
-// Limiter) decides: a Pace, a token Bucket in a Store, or a count of
-// concurrent Slots in a Store, each counted per key. Build it with Pace,
-// Bucket or Slots; the zero Limit is rejected by New. A Limit is a small
+// Limiter) decides: a Pace, a pace Shared by every replica through a Store,
+// a token Bucket in a Store, or a count of concurrent Slots in a Store,
+// each counted per key. Build it with Pace, Shared, Bucket or Slots; the
+// zero Limit is rejected by New. A Limit is a small
 // value, validated by New, and may be given to several Middlewares (they
 // then share its pace or store).
 type Limit struct {
 	kind     kind
 	key      KeyFunc
 	pace     *pace.Pace
+	shared   *pace.Shared
 	store    pace.Store
 	capacity float64 // Bucket
 	refill   float64 // Bucket
@@ -56,6 +59,30 @@ type Limit struct {
 // again, rounded up.
 func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindPace, pace: p, key: key, opts: opts}
+}
+
+// Shared returns a Limit that reserves one event of p for each request,
+// keyed by key: a Pace shared by every replica that uses p's store (see
+// pace.Shared). It is a Pace limit in every way but two: its decision may
+// make a round trip to the store (a refusal the store made is remembered by
+// p's local tier, and answered without one until its retry-after), so a
+// store error is a StoreFailed outcome (OnStoreError) unless p has a
+// fallback; and DecideAfterVerify is not available. It can be given back
+// (Return, ReturnOn), exactly as pace.SharedReservation.Return gives back:
+// the give-back is a store call too, made with the request's context
+// without its cancellation (a client gone does not keep its event), bounded
+// by the store client's own timeouts.
+//
+// The key given to p is prefixed as for Bucket, so that two Shared limits on
+// one store never share a bucket, even when a client names as its id the
+// address another limit keys by.
+//
+// Its RateLimit-Policy item and the t of its RateLimit item are those of
+// the pace given to pace.NewShared, as for Pace; r is the whole events left
+// in the key's tightest limit, so with limits added by pace.WithLimit it
+// may be below what the policy alone would leave.
+func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
+	return Limit{kind: kindShared, shared: p, key: key, opts: opts}
 }
 
 // Bucket returns a Limit that takes one token for each request from the
@@ -122,8 +149,8 @@ func Name(name string) LimitOption {
 // limit means that only accepted presentations spend a client's pace, so a
 // forger naming someone else's client id spends nothing of it. Statuses
 // accumulate over several ReturnOn and must be between 100 and 599. Only a
-// Pace limit takes it: New rejects it on a Bucket (the Store cannot refund
-// yet) and on Slots (always released).
+// Pace or a Shared limit takes it: New rejects it on a Bucket (the Store
+// cannot refund a TokenBucket) and on Slots (always released).
 //
 // Reserve-then-return holds the reservation while the handler runs: with a
 // slow check (a 50 ms password hash), forged requests in flight can hold the
@@ -196,14 +223,14 @@ func (s *statusSet) empty() bool { return *s == statusSet{} }
 
 func (l *limit) refundable() bool           { return canRefund(l.kind) }
 func (l *limit) undoable() bool             { return l.kind == kindSlots || l.refundable() }
-func (l *limit) reportsRemaining() bool     { return l.kind == kindPace }
+func (l *limit) reportsRemaining() bool     { return l.kind == kindPace || l.kind == kindShared }
 func (l *limit) storeKey(key string) string { return l.prefix + key }
 
 // canRefund reports whether a limit of kind k can be given back after it
 // was taken. A Bucket cannot until the Store can refund a token bucket (the
 // issue on shared limits across replicas); when it can, this is the one
 // place to change, with the refund in giveBack and remaining in decide.
-func canRefund(k kind) bool { return k == kindPace }
+func canRefund(k kind) bool { return k == kindPace || k == kindShared }
 
 // maxItems bounds the cached RateLimit fields of one limit (8 KiB of
 // pointers); a limit whose burst is larger formats the others each time.
@@ -219,7 +246,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		}
 	}
 	if l.kind == 0 {
-		return c, invalidf("limit %d is the zero Limit: build it with Pace, Bucket or Slots", i)
+		return c, invalidf("limit %d is the zero Limit: build it with Pace, Shared, Bucket or Slots", i)
 	}
 	c.name = fmt.Sprintf("%s-%d", kindNames[l.kind], i)
 	if cfg.named {
@@ -258,6 +285,15 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		c.tol = max(time.Second, c.interval)
 		c.q = int64(l.pace.Burst())
 		c.w = windowSeconds(float64(c.q), l.pace.Rate())
+	case kindShared:
+		if l.shared == nil {
+			return c, invalidf("limit %q: nil *pace.Shared", c.name)
+		}
+		b := l.shared.Shapes()[0] // the pace of NewShared: a bucket of one second of it
+		rate := float64(time.Second) / float64(b.Interval())
+		c.interval, c.tol = b.Interval(), b.Tolerance()
+		c.q = int64(b.Tolerance() / b.Interval())
+		c.w = windowSeconds(float64(c.q), rate)
 	case kindBucket:
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)

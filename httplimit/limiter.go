@@ -97,7 +97,7 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 func (l *Limiter) Names() []string { return append([]string(nil), l.names...) }
 
 // Policy returns the RateLimit-Policy field of the limits: one item per
-// limit that is a quota (Pace, Bucket), as in `"per-ip";q=20;w=1`, or ""
+// limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`, or ""
 // when no limit is (Slots only).
 func (l *Limiter) Policy() string {
 	if l.policy == nil {
@@ -169,20 +169,26 @@ type holdState uint8
 
 const (
 	holdNone   holdState = iota // nothing, or given back
-	holdTaken                   // a Pace reservation, returnable
+	holdTaken                   // a Pace or Shared reservation, returnable
 	holdSpent                   // a Bucket token, not returnable
 	holdPeeked                  // DecideAfterVerify: looked at, not taken
 	holdSlot                    // a slot, released by Finish
 )
 
 type hold struct {
-	state holdState
-	res   pace.Reservation // holdTaken
-	key   string           // holdPeeked: the key; holdSlot: the store key
+	state  holdState
+	res    pace.Reservation        // holdTaken, of a Pace
+	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
+	key    string                  // holdPeeked: the key; holdSlot: the store key
 }
 
-// remaining reports the events left after a Pace limit's take.
-func (h *hold) remaining() int { return h.res.Remaining() }
+// remaining reports the events left after a Pace or Shared limit's take.
+func (h *hold) remaining() int {
+	if h.shared != nil {
+		return h.shared.Remaining()
+	}
+	return h.res.Remaining()
+}
 
 // inlineHolds is the number of limits a Ticket holds without allocating:
 // two covers the usual pair (per address, per client) and keeps the
@@ -254,6 +260,16 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			if h.res = lim.pace.Reserve(k); !h.res.OK() {
 				return t.refuse(ctx, i, h.res.RetryAfter(), true)
 			}
+			h.state = holdTaken
+		case kindShared:
+			r, err := lim.shared.Reserve(ctx, lim.storeKey(k))
+			if err != nil {
+				return t.fail(ctx, i, StoreFailed, err)
+			}
+			if !r.OK() {
+				return t.refuse(ctx, i, r.RetryAfter(), true)
+			}
+			h.shared = &r
 			h.state = holdTaken
 		case kindBucket:
 			ok, wait, err := lim.store.TokenBucket(ctx, lim.storeKey(k), lim.capacity, lim.refill, 1)
@@ -328,9 +344,15 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 
 // giveBack returns the reservation of limit i. The one place that knows
 // how each kind gives back: a Bucket joins here once the Store can refund.
+// A Shared reservation is given back at the store with the decision's
+// context, without its cancellation; a store error leaves it spent.
 func (t *Ticket) giveBack(i int) {
 	h := &t.holds[i]
-	h.res.Return()
+	if h.shared != nil {
+		_ = h.shared.Return(context.WithoutCancel(t.ctx)) // on error it stays spent: stricter, never over the pace
+	} else {
+		h.res.Return()
+	}
 	h.state = holdNone
 	t.l.observe(i, Returned)
 }
