@@ -621,7 +621,11 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 			p.deliver(self, c, decision{}, err)
 		}
 	default:
-		p.down.Store(now + int64(p.fbTimeout)) // before failing: whoever sees failing sees its window
+		// From the failure, not from the start of the round trip (which
+		// may have waited a whole timeout): the next probe is one timeout
+		// away. Stored before failing, so that whoever sees failing sees
+		// its window.
+		p.down.Store(p.local.now() + int64(p.fbTimeout))
 		p.failing.Store(true)
 		for _, c := range b.calls {
 			p.deliver(self, c, p.fallback(c.key), nil)

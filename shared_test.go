@@ -611,3 +611,29 @@ func TestSharedFallbackTimeout(t *testing.T) {
 		return errors.Is(err, context.Canceled)
 	})
 }
+
+// TestSharedProbeWindowFromTheFailure: after a round trip that failed only
+// once its whole timeout had passed, the next probe is one timeout after the
+// failure, not after the start of that round trip (which would make every
+// decision a probe, each waiting a timeout).
+func TestSharedProbeWindowFromTheFailure(t *testing.T) {
+	c := new(clock)
+	s := newSpy(c.Now)
+	fb, _ := pace.New(10, c.Option())
+	p, _ := pace.NewShared(s, 20, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond))
+	var tries atomic.Int64
+	hook := func(ctx context.Context, keys int) error {
+		tries.Add(1)
+		c.Advance(100 * time.Millisecond) // the store hangs until the timeout
+		return context.DeadlineExceeded
+	}
+	s.Hook.Store(&hook)
+	for range 10 {
+		if r, err := p.Reserve(bg, "k"); err != nil || r.Path() != pace.PathFallback {
+			t.Fatalf("Reserve on a hanging store = %v, %v; want the fallback", r.Path(), err)
+		}
+	}
+	if n := tries.Load(); n != 1 {
+		t.Fatalf("%d round trips at one instant after a timeout; want 1", n)
+	}
+}

@@ -275,14 +275,16 @@ func LocalTier(t *testing.T, b Backend, config string) {
 
 // Fallback: under load on a few keys, the store's server is killed (kill),
 // decisions go on, with no error, at the fallback's per-replica pace, and
-// go back to the store once the server is restarted (restart).
+// go back to the store once the server is restarted (restart). Each key has
+// two goroutines: the one decision that probes the dead store every timeout
+// waits for it, and a key's pace is measured while its other one goes on.
 func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 	if replica(t, b) {
 		return
 	}
 	const (
 		rate = 100.0 // the Shared's pace; the fallback keeps half, for one replica of two
-		keys = 8
+		keys = 4
 	)
 	s := b.Open(t, config, namespace())
 	fb, err := pace.New(rate / 2)
@@ -306,7 +308,8 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 		tick      = make(chan struct{}, 1)
 		wg        sync.WaitGroup
 	)
-	for k := range keys {
+	for g := range 2 * keys {
+		k := g % keys
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
