@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 )
 
 // State is what a store keeps for one key.
@@ -147,7 +148,8 @@ func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now tim
 	n := len(shapes)
 	tats := st.read(n, now)
 	next := make([]time.Duration, n)
-	_, reordered := pace.RefundAll(shapes, tats, next, r, now, intact)
+	_, reorder := pace.RefundAll(shapes, tats, next, r, now, storekit.Shifted(intact))
+	reordered := reorder > 0
 	if !reordered && slices.Equal(next, tats) {
 		return "nothing" // a reorder counts even when it changed only full shapes
 	}
