@@ -1,6 +1,7 @@
 package pace_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -161,30 +162,50 @@ func TestReturnIsExactWhenInOrder(t *testing.T) {
 }
 
 // TestCopiedReservationReturnsOnce: a second Return through a copy of a
-// reservation gives nothing back while nothing was returned out of order
-// since the first (the review got 14 kept events at capacity 10 from five
-// copies of one reservation).
+// reservation gives nothing back (the review got 14 kept events at capacity
+// 10 from five copies), whether the first Return gave back the key's latest
+// event or one below others.
 func TestCopiedReservationReturnsOnce(t *testing.T) {
-	p, _ := newPaceT(t, 10)
-	k := newKept(10)
-	for range 9 {
-		p.Allow("k")
-		k.add(0)
+	for _, latest := range []bool{true, false} {
+		p, _ := newPaceT(t, 10)
+		k := newKept(10)
+		var copies []*pace.Reservation
+		for i := range 10 {
+			r := p.Reserve("k")
+			k.add(0)
+			if (i == 9) == latest && copies == nil {
+				for range 5 {
+					copies = append(copies, copyOf(&r))
+				}
+			}
+		}
+		for _, c := range copies {
+			c.Return()
+		}
+		k.remove(0)
+		for p.Allow("k") {
+			k.add(0)
+		}
+		k.check(t, fmt.Sprintf("five Returns through copies (latest: %v)", latest))
 	}
-	r := p.Reserve("k") // the key's latest
-	k.add(0)
-	var copies []*pace.Reservation
-	for range 5 {
-		copies = append(copies, copyOf(&r))
+}
+
+// TestFrozenInstantReturnsAreNotCopies: takes at one frozen instant can share
+// key, decision time and arrival time; a genuine Return must never be taken
+// for a copy's.
+func TestFrozenInstantReturnsAreNotCopies(t *testing.T) {
+	p, _ := newPaceT(t, 3)
+	z, x := p.Reserve("k"), p.Reserve("k")
+	z.Return()
+	y, w := p.Reserve("k"), p.Reserve("k")
+	y.Return()
+	x.Return()
+	if !w.OK() {
+		t.Fatal("w refused")
 	}
-	for _, c := range copies {
-		c.Return()
+	if n := drain(p, "k"); n != 2 {
+		t.Fatalf("after the returns %d events fit; want 2 (only w kept)", n)
 	}
-	k.remove(0)
-	for p.Allow("k") {
-		k.add(0)
-	}
-	k.check(t, "five Returns through copies")
 }
 
 // copyOf copies a Reservation the way careless code does. go vet reports

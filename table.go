@@ -54,9 +54,10 @@ const (
 type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
-	// reorders counts the refunds that gave back a take that was not its
-	// bucket's latest (see Bucket.Refund); a take outstanding since an
-	// earlier count is no longer intact. Written under mu, after the refund.
+	// reorders counts, twice each, the refunds that gave back a take that
+	// was not its bucket's latest (see Bucket.Refund): it is odd while such a
+	// refund swaps its slot, even otherwise, and a take outstanding since an
+	// earlier count is no longer intact. Written under mu.
 	reorders atomic.Uint64
 	_        [40]byte // keep the read-mostly words apart from the written ones
 
@@ -64,7 +65,10 @@ type shard struct {
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
 	used  int          // slots with a key, live or deleted; guarded by mu
 	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
-	_     [32]byte
+	// last is the take given back by the latest reordering refund, so that a
+	// second refund of it (through a copy of its Reservation) gives nothing.
+	// Guarded by mu.
+	last takeID
 }
 
 // slotTable is an open-addressing table with linear probing. A slot's key is
@@ -201,9 +205,10 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 		t.trySweep(sh, now)
 	}
 	for {
-		// Read before the slot: a reorder whose refund lands after this
-		// take's swap is counted after it too, so this take is then not
-		// intact; one that landed before is already in the slot.
+		// Read before and after the swap: a take that overlapped a
+		// reordering refund's swap (the count odd, or moved) records an
+		// odd count, which is never intact, since it may have been
+		// decided on the refunded state yet counted before the refund.
 		gen = sh.reorders.Load()
 		if s := sh.find(h); s != nil {
 			v := s.Load()
@@ -213,7 +218,7 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 					return v, int64(w), gen, false
 				}
 				if s.CompareAndSwap(v, int64(next)) {
-					return int64(next), 0, gen, true
+					return int64(next), 0, settled(sh, gen), true
 				}
 				continue
 			}
@@ -226,9 +231,19 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 			return 0, int64(maxTolerance), gen, false // the zero Bucket refuses even when full
 		}
 		if tat, done := t.insert(sh, h, b, now); done {
-			return tat, 0, gen, true
+			return tat, 0, settled(sh, gen), true
 		}
 	}
+}
+
+// settled returns the reorder count a take that read gen before its swap
+// records: gen when no reordering refund overlapped the take, else an odd
+// count, never intact.
+func settled(sh *shard, gen uint64) uint64 {
+	if sh.reorders.Load() != gen {
+		return gen | 1
+	}
+	return gen
 }
 
 // peek decides one take of shape b for the key hashed to h at now, as take
@@ -266,29 +281,48 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 	if s == nil {
 		return false
 	}
-	intact := sh.reorders.Load() == gen
+	intact := sh.reorders.Load() == gen // even: only mu holders change it
+	if !intact && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
+		return false // given back already, through a copy
+	}
 	for {
 		v := s.Load()
 		if v == deleted {
 			return false
 		}
 		next, full, reordered := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), intact)
-		gave := int64(next) != v
-		switch {
-		case full:
-			if !sh.drop(s, v) {
-				continue // a take moved the slot: decide again
-			}
-		case !gave:
-			return false
-		case !s.CompareAndSwap(v, int64(next)):
-			continue
+		if int64(next) == v && !full {
+			return false // nothing to give back: reordered is false too
+		}
+		if reordered {
+			sh.reorders.Add(1) // odd: takes overlapping the swap are not intact
+		}
+		var done bool
+		if full {
+			done = sh.drop(s, v)
+		} else {
+			done = s.CompareAndSwap(v, int64(next))
 		}
 		if reordered {
 			sh.reorders.Add(1)
 		}
-		return gave
+		if !done {
+			continue // a take moved the slot: decide again
+		}
+		if reordered && gen&1 == 0 {
+			sh.last = takeID{h, taken, reserved, gen}
+		}
+		return int64(next) != v
 	}
+}
+
+// takeID identifies an admitted take to the copy check of refund. Takes of
+// one key with one even reorder count form a stack with distinct arrival
+// times, so no other outstanding take has the same.
+type takeID struct {
+	key             uint64
+	taken, reserved int64
+	gen             uint64
 }
 
 // find returns the slot holding h, or nil. The slot may hold a deleted or

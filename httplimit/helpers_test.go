@@ -171,3 +171,10 @@ func (downStore) Get(context.Context, string) ([]byte, error)                   
 func (downStore) Set(context.Context, string, []byte, time.Duration) error      { return errDown }
 func (downStore) Delete(context.Context, string) error                          { return errDown }
 func (downStore) Close(context.Context) error                                   { return nil }
+func (downStore) Take(context.Context, string, []pace.Bucket) (pace.Grant, error) {
+	return pace.Grant{}, errDown
+}
+func (downStore) TakeMany(context.Context, []string, []pace.Bucket, []pace.Grant) error {
+	return errDown
+}
+func (downStore) Refund(context.Context, string, []pace.Bucket, pace.Receipt) error { return errDown }

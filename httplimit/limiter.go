@@ -433,12 +433,11 @@ func (t *Ticket) Finish(status int) {
 		return
 	}
 	t.finished = true
-	if t.outcome != Admitted {
-		return
-	}
 	if t.stop != nil {
 		t.stop()
 	}
+	// After a refusal (by Verify, say) only slots are still held: release
+	// them whatever the outcome.
 	var ctx context.Context
 	for i := range t.holds {
 		lim, h := &t.l.limits[i], &t.holds[i]

@@ -97,3 +97,35 @@ func TestLimiterOtherTransport(t *testing.T) {
 		t.Fatalf("per-peer spent %d; want 2", got)
 	}
 }
+
+// TestRefusedVerifyReleasesSlots: when Verify refuses (the event was taken
+// by another request meanwhile), Finish still releases the ticket's slots.
+func TestRefusedVerifyReleasesSlots(t *testing.T) {
+	clk := newClock()
+	s := memory.New(memory.WithClock(clk.Now))
+	perClient := newPace(t, 1, clk)
+	l, err := httplimit.NewLimiter([]httplimit.Limit{
+		httplimit.Slots(s, 1, time.Minute, nil, httplimit.Name("streams")),
+		httplimit.Pace(perClient, nil, httplimit.Name("per-client"), httplimit.DecideAfterVerify()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(int) (string, error) { return "app", nil }
+	ctx := context.Background()
+	var first httplimit.Ticket
+	if got := l.Decide(ctx, &first, key); got != httplimit.Admitted {
+		t.Fatalf("Decide = %v; want admitted", got)
+	}
+	perClient.Allow("app") // another request takes the client's only event
+	if first.Verify() {
+		t.Fatal("Verify = true after the event was taken; want false")
+	}
+	first.Finish(429)
+	clk.Advance(time.Second) // the client's event refilled; the slot's ttl is a minute
+	var second httplimit.Ticket
+	if got := l.Decide(ctx, &second, key); got != httplimit.Admitted {
+		_, name, _ := second.Refusal()
+		t.Fatalf("Decide after a refused Verify and Finish = %v by %q; want admitted (the slot released)", got, name)
+	}
+}

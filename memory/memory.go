@@ -21,15 +21,17 @@ import (
 //
 // Token buckets live in a pace.Buckets, so they decide with exactly the
 // arithmetic of pace.Pace (one int64 per key, full buckets forgotten). Plain
-// slots, burst slots and values live in three maps per shard, each shard a
-// mutex chosen by a seeded hash of the key. Burst slots decide with
-// pace.AdmitBurst and its companions.
+// slots, burst slots, values and the keys of Take (several shapes at once)
+// live in four maps per shard, each shard a mutex chosen by a seeded hash of
+// the key. Burst slots decide with pace.AdmitBurst and its companions; Take,
+// TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
+// pace.RefundAll.
 //
 // Rows that are indistinguishable from absent ones are reclaimed by the same
 // amortised rule as Pace, on the calling goroutine, with no background
 // goroutine: a slot with no holder or past its TTL, a burst slot with no
 // holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
-// value. A shard's namespace is swept when it has doubled since its last pass,
+// value, a Take key whose every shape is full. A shard's namespace is swept when it has doubled since its last pass,
 // or when its next pass is due: when at least half the rows the last pass
 // left will be reclaimable, but no sooner than a second (or the longest
 // lifetime the namespace has given a row, if shorter) and no later than ten
@@ -59,6 +61,7 @@ type Store struct {
 	// nanoseconds (see sweep).
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
 	cursor                                  atomic.Uint32 // the next shard sweepIdle looks at
+	takeHorizon                             atomic.Int64 // the longest Tolerance given to Take
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
@@ -88,7 +91,11 @@ type shard struct {
 	slots  table[slotRow]
 	bursts table[pace.BurstSlotState]
 	values table[valueRow]
-	_      [64]byte // keep neighbouring shards' locks off this cache line
+	takes  table[takeRow] // see take.go
+	// takeSeq is the last reorder count handed to a Take row of this shard
+	// (see takeRow.gen); guarded by mu.
+	takeSeq uint64
+	_       [64]byte // keep neighbouring shards' locks off this cache line
 }
 
 // table is one namespace of a shard. Rows are pointers so that an update is
@@ -193,6 +200,10 @@ func (s *Store) sweepDue(sh *shard, now time.Time) bool {
 	}
 	if sh.values.m != nil && !now.Before(sh.values.nextSweep) {
 		sweep(&sh.values, now, &s.valueHorizon, valueLeft)
+		ran = true
+	}
+	if sh.takes.m != nil && !now.Before(sh.takes.nextSweep) {
+		sweep(&sh.takes, now, &s.takeHorizon, takeLeft)
 		ran = true
 	}
 	return ran
@@ -471,13 +482,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	delete(sh.slots.m, key)
 	delete(sh.bursts.m, key)
 	delete(sh.values.m, key)
+	delete(sh.takes.m, key)
 	s.buckets.Forget(key) // under the shard lock, so Delete is atomic per key against this shard's namespaces
 	sh.mu.Unlock()
 	return nil
 }
 
 // Close implements pace.Store. There is no goroutine to stop: it drops the
-// slots, burst slots and values at once (the token buckets go with the
+// slots, burst slots, values and Take rows at once (the token buckets go with the
 // Store when it is unreachable) and is idempotent; every other method
 // returns an error wrapping pace.ErrClosed after it. Close never blocks, so
 // it does not consult ctx: a Close with an expired context still closes.
@@ -489,12 +501,13 @@ func (s *Store) Close(ctx context.Context) error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.bursts, sh.values = table[slotRow]{}, table[pace.BurstSlotState]{}, table[valueRow]{}
+		sh.takes = table[takeRow]{}
 		sh.mu.Unlock()
 	}
 	return nil
 }
 
-// Len reports the number of rows the store holds across its four
+// Len reports the number of rows the store holds across its five
 // namespaces, including rows that are reclaimable but not yet swept. It is
 // meant for tests and metrics, and locks each shard in turn. It first runs
 // the passes that are due, so a store left without traffic after a flood
@@ -506,7 +519,7 @@ func (s *Store) Len() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		s.sweepDue(sh, latest(now, sh.last))
-		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m)
+		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m) + len(sh.takes.m)
 		sh.mu.Unlock()
 	}
 	return n
