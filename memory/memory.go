@@ -61,7 +61,7 @@ type Store struct {
 	// nanoseconds (see sweep).
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
 	cursor                                  atomic.Uint32 // the next shard sweepIdle looks at
-	takeHorizon                             atomic.Int64 // the longest Tolerance given to Take
+	takeHorizon                             atomic.Int64  // the longest Tolerance given to Take
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
