@@ -1,10 +1,12 @@
 package pace_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/memory"
 )
 
 // A token endpoint reserves one exchange from the claimed client id before it
@@ -87,4 +89,50 @@ func ExampleBucket() {
 	// 0 true 0s
 	// 1 true 0s
 	// 2 false 400ms
+}
+
+// Two replicas share one pace per key through a Store (here a memory store
+// standing in for Redis or PostgreSQL): a forger's reservations, returned,
+// spend nothing; a refusal is then answered by the replica's local tier
+// without a round trip, with the wait left.
+func ExampleShared() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := memory.New(memory.WithClock(clock))
+	ctx := context.Background()
+	var replicas [2]*pace.Shared
+	for i := range replicas {
+		p, err := pace.NewShared(store, 2, pace.WithSharedClock(clock))
+		if err != nil {
+			panic(err)
+		}
+		replicas[i] = p
+	}
+	exchange := func(replica int, id, secret string) string {
+		res, err := replicas[replica].Reserve(ctx, id)
+		if err != nil {
+			return "503"
+		}
+		if !res.OK() {
+			return fmt.Sprintf("429 (%v), retry after %v", res.Path(), res.RetryAfter())
+		}
+		if secret != "right" {
+			res.Return(ctx)
+			return "401"
+		}
+		return fmt.Sprintf("200, %d left", res.Remaining())
+	}
+	for range 100 {
+		exchange(0, "app-1", "guess") // the forger, on replica 0
+	}
+	fmt.Println(exchange(1, "app-1", "right"))
+	fmt.Println(exchange(0, "app-1", "right"))
+	fmt.Println(exchange(1, "app-1", "right"))
+	now = now.Add(200 * time.Millisecond)
+	fmt.Println(exchange(1, "app-1", "right"))
+	// Output:
+	// 200, 1 left
+	// 200, 0 left
+	// 429 (store), retry after 500ms
+	// 429 (local), retry after 300ms
 }
