@@ -275,15 +275,18 @@ type writerOnly struct{ io.Writer }
 
 // Flush sends what is buffered to the client (http.Flusher), through
 // whatever wrappers lie underneath; it does nothing when none can flush.
-func (s *request) Flush() {
-	if s.status == 0 {
+func (s *request) Flush() { s.FlushError() }
+
+// FlushError is Flush reporting its error, for http.ResponseController:
+// one wrapping http.ErrNotSupported when nothing underneath can flush, so a
+// streaming handler learns it cannot stream. A flush that succeeded before
+// any status was written records 200, as it sends one.
+func (s *request) FlushError() error {
+	err := http.NewResponseController(s.rw).Flush()
+	if err == nil && s.status == 0 {
 		s.status = http.StatusOK
 	}
-	if f, ok := s.rw.(http.Flusher); ok {
-		f.Flush()
-		return
-	}
-	http.NewResponseController(s.rw).Flush()
+	return err
 }
 
 // Hijack takes over the connection (http.Hijacker), through whatever
