@@ -306,8 +306,16 @@ func (t *Ticket) fail(ctx context.Context, i int, o Outcome, err error) Outcome 
 }
 
 // undo gives back every returnable hold, and releases slots when release
-// is set.
+// is set. Slots are released with a context that the request's end does not
+// cancel (see releaseContext): a client that goes away mid-decision must
+// not leave its slot held until the ttl.
 func (t *Ticket) undo(ctx context.Context, release bool) {
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for j := len(t.l.order) - 1; j >= 0; j-- {
 		i := t.l.order[j]
 		switch h := &t.holds[i]; h.state {
@@ -317,6 +325,9 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 			h.state = holdNone
 		case holdSlot:
 			if release {
+				if cancel == nil {
+					ctx, cancel = releaseContext(ctx)
+				}
 				t.l.limits[i].store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 				h.state = holdNone
 				t.l.observe(i, Returned)
@@ -439,6 +450,12 @@ func (t *Ticket) Finish(status int) {
 	// After a refusal (by Verify, say) only slots are still held: release
 	// them whatever the outcome.
 	var ctx context.Context
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for i := range t.holds {
 		lim, h := &t.l.limits[i], &t.holds[i]
 		switch h.state {
@@ -457,13 +474,26 @@ func (t *Ticket) Finish(status int) {
 			}
 		case holdSlot:
 			if ctx == nil {
-				ctx = context.WithoutCancel(t.ctx)
+				ctx, cancel = releaseContext(t.ctx)
 			}
 			lim.store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 			h.state = holdNone
 		}
 	}
 	t.pending = 0
+}
+
+// releaseTimeout bounds the Store call that releases a request's slots. A
+// release that fails or times out is not retried: the slot expires with its
+// ttl.
+const releaseTimeout = 5 * time.Second
+
+// releaseContext returns the context of a slot release for a request whose
+// context is parent: its values, but not its cancellation (the request may
+// be over, or its client gone, which is when slots must be released), and a
+// deadline of releaseTimeout so that a hung Store cannot hold the caller.
+func releaseContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(parent), releaseTimeout)
 }
 
 // accepted reports whether a request answered with status was accepted,
