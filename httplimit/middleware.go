@@ -188,7 +188,8 @@ func Return(r *http.Request) {
 // Verified takes, once the handler has verified the presentation, the
 // events of the DecideAfterVerify limits that the middleware only looked
 // at, and reports whether they all fitted (see DecideAfterVerify). When one
-// did not, it has given back whatever the request took, written the
+// did not, it has given back whatever the request took, in every
+// Middleware the request went through (as Return does), written the
 // refusal (429, Retry-After and the RateLimit fields, through OnRefusal) to
 // w, and reports false: the handler must then return without writing.
 // When they fitted, it adds their RateLimit items to w's header. Call it
@@ -198,6 +199,7 @@ func Return(r *http.Request) {
 func Verified(w http.ResponseWriter, r *http.Request) bool {
 	for s := from(r.Context()); s != nil; s = from(s.Context) {
 		if !s.verified(w, r) {
+			Return(r) // what the other Middlewares took, as the refusing one gave back its own
 			return false
 		}
 	}
