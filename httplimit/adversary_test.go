@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/memory"
 )
@@ -247,7 +248,10 @@ func TestNewRejectsOnePaceInTwoLimits(t *testing.T) {
 		httplimit.Pace(p, httplimit.Header("X-Client"), httplimit.Name("per-client")),
 	})
 	if err != nil {
-		return // refusing one Pace in two limits is a fix
+		if !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Fatalf("New with one Pace in two limits: %v; want an error wrapping pace.ErrInvalidArgument", err)
+		}
+		return // refusing one Pace in two limits is the fix
 	}
 	h := m.Wrap(ok)
 	r := from("198.51.100.7")

@@ -29,7 +29,9 @@ var kindNames = [...]string{kindPace: "pace", kindBucket: "bucket", kindSlots: "
 // concurrent Slots in a Store, each counted per key. Build it with Pace,
 // Bucket or Slots; the zero Limit is rejected by New. A Limit is a small
 // value, validated by New, and may be given to several Middlewares (they
-// then share its pace or store).
+// then share its pace or store). Within one Middleware, each Pace limit
+// needs its own *pace.Pace: a Pace keeps one table of keys, so New rejects
+// one *pace.Pace in two limits.
 type Limit struct {
 	kind     kind
 	key      KeyFunc

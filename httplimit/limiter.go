@@ -34,8 +34,10 @@ type Limiter struct {
 // (they may be nil): the caller gives the keys to Decide. The options that
 // concern HTTP answers (OnRefusal, OnKeyError, OnStoreError, LegacyHeaders)
 // are ignored too. The error wraps pace.ErrInvalidArgument when the list is
-// empty or a limit or an option is invalid (see the Limit constructors and
-// their options), or is the error of the WithObserver function.
+// empty, a limit or an option is invalid (see the Limit constructors and
+// their options), or two Pace limits have the same *pace.Pace (a Pace keeps
+// one table of keys, so a client id could then spend an address's pace);
+// or it is the error of the WithObserver function.
 func NewLimiter(limits []Limit, opts ...Option) (*Limiter, error) {
 	return newLimiter(limits, opts, false)
 }
@@ -50,6 +52,7 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 	}
 	l := &Limiter{cfg: cfg, limits: make([]limit, len(limits))}
 	seen := make(map[string]bool, len(limits))
+	paces := make(map[*pace.Pace]string, len(limits))
 	var policy []string
 	for i, lim := range limits {
 		c, err := compile(lim, i, needKey)
@@ -60,6 +63,12 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 			return nil, invalidf("two limits named %q", c.name)
 		}
 		seen[c.name] = true
+		if c.kind == kindPace {
+			if other, ok := paces[c.pace]; ok {
+				return nil, invalidf("limits %q and %q share one *pace.Pace, so their keys would share one table: give each its own", other, c.name)
+			}
+			paces[c.pace] = c.name
+		}
 		l.limits[i] = c
 		l.names = append(l.names, c.name)
 		if c.policy != "" {

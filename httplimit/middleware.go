@@ -48,8 +48,9 @@ type Middleware struct {
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on a Bucket or Slots, DecideAfterVerify on anything but a Pace); or it is
-// the error of the WithObserver function.
+// on a Bucket or Slots, DecideAfterVerify on anything but a Pace), or two
+// Pace limits have the same *pace.Pace (their keys would share one table);
+// or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
 	l, err := newLimiter(limits, opts, true)
 	if err != nil {
