@@ -124,8 +124,11 @@ const DefaultMaxFormBody = 64 << 10
 // ClientIDMaxBody for another bound); no client id, an empty one, one longer
 // than MaxKeyLen, a client_id given twice, malformed credentials or a
 // malformed form are *KeyErrors answered 400. Put ClientID's limit after
-// the cheap ones (ClientIP) so that a flood is refused before its bodies are
-// read.
+// the cheap ones (ClientIP) so that a flood is refused before its
+// presentations are checked. A request refused by an earlier limit still
+// has its body read, within the bound, when ClientID keys a Pace limit: the
+// decision looks at that limit's wait so that Retry-After admits (see
+// Limiter.Decide).
 func ClientID() KeyFunc { return clientID(DefaultMaxFormBody) }
 
 // ClientIDMaxBody is ClientID with a bound of maxBytes on the body it reads.

@@ -223,7 +223,9 @@ type Ticket struct {
 // Decide decides one request: for each limit, in decision order, it asks
 // key for the limit's key (i is the index in the list given to
 // NewLimiter), then decides, stopping at the first refusal or error and
-// giving back what the earlier limits took. It returns and records the
+// giving back what the earlier limits took; after a refusal it also asks
+// for the keys of the Pace limits it did not reach, to look at their waits
+// (see Ticket.Refusal). It returns and records the
 // outcome in t, which it resets first: Admitted, Refused (Ticket.Refusal),
 // KeyFailed or StoreFailed (Ticket.Err). An empty key, or one longer than
 // MaxKeyLen, is a key error. Store calls use ctx.
@@ -241,7 +243,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 	} else {
 		t.holds = make([]hold, len(l.limits))
 	}
-	for _, i := range l.order {
+	for pos, i := range l.order {
 		lim, h := &l.limits[i], &t.holds[i]
 		k, err := key(i)
 		if err == nil {
@@ -254,14 +256,14 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		case kindPace:
 			if lim.afterVerify {
 				if ok, wait := lim.pace.Peek(k); !ok {
-					return t.refuse(ctx, i, wait, true)
+					return t.refuseAt(ctx, pos, wait, key)
 				}
 				h.state, h.key = holdPeeked, k
 				t.pending++
 				continue
 			}
 			if h.res = lim.pace.Reserve(k); !h.res.OK() {
-				return t.refuse(ctx, i, h.res.RetryAfter(), true)
+				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key)
 			}
 			h.state = holdTaken
 		case kindBucket:
@@ -270,7 +272,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuse(ctx, i, wait, true)
+				return t.refuseAt(ctx, pos, wait, key)
 			}
 			h.state = holdSpent
 		case kindSlots:
@@ -280,7 +282,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuse(ctx, i, slotRetryAfter, true)
+				return t.refuseAt(ctx, pos, slotRetryAfter, key)
 			}
 			h.state, h.key = holdSlot, sk
 		}
@@ -303,6 +305,36 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 	t.l.observe(i, Refused)
 	t.undo(ctx, release)
 	t.outcome, t.failed, t.wait = Refused, int32(i), wait
+	return Refused
+}
+
+// refuseAt records a refusal in Decide by the limit at position pos of the
+// decision order, waiting wait, as refuse does; then, so that waiting the
+// answer's Retry-After admits, it looks (Peek, taking nothing) at the Pace
+// limits the decision did not reach, and reports the one that would refuse
+// for longest, with its wait, when that is longer. Their keys are read for
+// this; one that cannot be read is skipped. The limits before pos fitted,
+// and Bucket and Slots limits cannot be looked at without taking.
+func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
+	l := t.l
+	i := l.order[pos]
+	t.refuse(ctx, i, wait, true)
+	for _, j := range l.order[pos+1:] {
+		lim := &l.limits[j]
+		if lim.kind != kindPace {
+			continue
+		}
+		k, err := key(j)
+		if err == nil {
+			k, err = checkKey(k)
+		}
+		if err != nil {
+			continue
+		}
+		if ok, w := lim.pace.Peek(k); !ok && w > t.wait {
+			t.failed, t.wait = int32(j), w
+		}
+	}
 	return Refused
 }
 
@@ -365,7 +397,11 @@ func (t *Ticket) Outcome() Outcome {
 
 // Refusal reports, after a refusal, the index and name of the limit that
 // refused and the time after the decision at which it would admit (one
-// second for Slots); otherwise -1, "" and 0.
+// second for Slots); otherwise -1, "" and 0. When a Pace limit the
+// decision did not reach would refuse for longer (Decide looks at them
+// after a refusal), it is that limit and its wait, so that waiting
+// retryAfter passes every Pace limit. Observer counts the refusal against
+// the limit that decided it.
 func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
