@@ -152,10 +152,13 @@ func ReturnOn(status ...int) LimitOption {
 // If the handler never calls Verified, its status says whether the
 // presentation was accepted: an error (400 and above) or one of the limit's
 // ReturnOn statuses takes nothing, as does Return; any other status takes
-// the event when the handler returns. The pace then still holds over time,
-// but a request admitted by the look can no longer be refused, so under
-// concurrency a key may get more than its pace at one instant. Call
-// Verified.
+// the event when the handler returns, whether or not it still fits
+// (pace.Pace.Debit): a served request counts, and one over the pace puts the
+// key's bucket into debt, refused until the pace has repaid it. The pace
+// then holds over time, but a request admitted by the look can no longer be
+// refused, so a key may get, at one instant, its pace plus every request
+// admitted by a look while others were in flight, and then nothing until the
+// debt is repaid. Call Verified.
 //
 // Choose it over reserve-then-return (ReturnOn alone) when verification is
 // slow; for fast checks, reserve-then-return is simpler and exact at every

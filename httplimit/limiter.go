@@ -482,6 +482,10 @@ func (t *Ticket) Return() {
 // handler never verified if status says the presentation was accepted
 // (below 400 and not one of their ReturnOn statuses), releases the slots
 // and stops their refresh. Only the first call does anything.
+//
+// An unverified event is taken whether or not it still fits (pace.Pace.Debit):
+// the request was served, so it counts, pushing the key's bucket into debt
+// if need be; the key is then refused until the pace has repaid it.
 func (t *Ticket) Finish(status int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -511,11 +515,11 @@ func (t *Ticket) Finish(status int) {
 		case holdPeeked:
 			h.state = holdNone
 			if accepted(status) && !lim.returnOn.has(status) {
-				if lim.pace.Allow(h.key) {
-					t.l.observe(i, Admitted)
-				} else {
-					t.l.observe(i, Refused) // late: the answer was given
-				}
+				// The request was served: its event counts whether or not it
+				// still fits, into debt if need be, so that the pace holds
+				// over time (Allow would drop it once the bucket is empty).
+				lim.pace.Debit(h.key)
+				t.l.observe(i, Admitted)
 			}
 		case holdSlot:
 			if ctx == nil {
