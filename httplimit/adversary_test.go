@@ -44,29 +44,33 @@ func TestVerifiedRefusalReleasesSlots(t *testing.T) {
 	}
 }
 
-// TestVerifyRefusalSpendsNoBucketToken: Verify's doc says that
-// when a DecideAfterVerify limit no longer fits it "gives back everything
-// the ticket took", and Limiter's that a refused request spends nothing (but
-// of a Bucket decided before another Bucket that refused). A Bucket is
-// decided in Decide, before the handler verifies; a refusal by Verified
-// leaves its token spent.
-func TestVerifyRefusalSpendsNoBucketToken(t *testing.T) {
+// TestVerifyRefusalKeepsOnlyTheBucketToken: Verify's doc said that when a
+// DecideAfterVerify limit no longer fits it "gives back everything the
+// ticket took", and Limiter's that a refused request spends nothing; a
+// Bucket is decided in Decide, before the handler verifies, and cannot be
+// given back, so its token stayed spent. Deciding the Bucket only after
+// verification would let every forged presentation (never verified) pass a
+// per-address Bucket without spending it, so the docs now say exactly
+// this: a refusal by Verify gives back every Pace event and keeps the
+// Bucket token spent, as a failed verification does.
+func TestVerifyRefusalKeepsOnlyTheBucketToken(t *testing.T) {
 	clk := newClock()
-	p := newPace(t, 1, clk)
+	p, perApp := newPace(t, 1, clk), newPace(t, 1, clk)
 	st := memory.New(memory.WithClock(clk.Now))
 	l, err := httplimit.NewLimiter([]httplimit.Limit{
 		httplimit.Pace(p, nil, httplimit.Name("per-client"), httplimit.DecideAfterVerify()),
 		httplimit.Bucket(st, 1, 0.001, nil, httplimit.Name("per-ip")),
+		httplimit.Pace(perApp, nil, httplimit.Name("per-app")),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := func(client string) func(int) (string, error) {
 		return func(i int) (string, error) {
-			if i == 0 {
-				return client, nil
+			if i == 1 {
+				return "192.0.2.1", nil
 			}
-			return "192.0.2.1", nil
+			return client, nil
 		}
 	}
 	var a httplimit.Ticket
@@ -78,13 +82,15 @@ func TestVerifyRefusalSpendsNoBucketToken(t *testing.T) {
 		t.Fatal("Verify admitted an event that no longer fits")
 	}
 	a.Finish(http.StatusTooManyRequests)
-	// The refused request must have spent nothing of the per-ip bucket.
+	if ok, _ := perApp.Peek("app-1"); !ok {
+		t.Fatal("the request refused by Verify kept its per-app Pace event")
+	}
+	// The per-ip token stays spent, as documented.
 	var b httplimit.Ticket
 	out := l.Decide(context.Background(), &b, keys("app-2"))
 	b.Finish(http.StatusOK)
-	if out != httplimit.Admitted {
-		i, name, _ := b.Refusal()
-		t.Fatalf("another client from the same address: %v by limit %d %q; the request refused by Verify spent the per-ip token", out, i, name)
+	if _, name, _ := b.Refusal(); out != httplimit.Refused || name != "per-ip" {
+		t.Fatalf("another client from the same address: %v (%q); want refused by per-ip, whose token the request refused by Verify spent", out, name)
 	}
 }
 

@@ -147,7 +147,10 @@ func ReturnOn(status ...int) LimitOption {
 //     taken, so there is nothing to give back);
 //  3. after a successful verification the handler calls Verified(w, r),
 //     which takes the event atomically; if it no longer fits (others took
-//     it in between), Verified writes the refusal and returns false.
+//     it in between), Verified gives back the request's Pace events, writes
+//     the refusal and returns false. The request's Bucket tokens, taken
+//     before the handler, stay spent: a Bucket bounds every presentation,
+//     verified or not, and cannot be given back yet.
 //
 // If the handler never calls Verified, its status says whether the
 // presentation was accepted: an error (400 and above) or one of the limit's

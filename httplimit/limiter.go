@@ -16,9 +16,11 @@ import (
 // Limits are decided in the order given, except that those that cannot be
 // given back (Bucket) are decided after those that can; the first refusal
 // stops the decision and gives back what the earlier limits took, so a
-// refused request spends nothing (but of a Bucket decided before another
-// Bucket that refused). A Limiter is safe for concurrent use by multiple
-// goroutines; each request has its own Ticket.
+// refused request spends nothing, but of its Bucket tokens when a later
+// Bucket refused or when Ticket.Verify refused (a Bucket is decided before
+// the handler verifies, so that it bounds every presentation, forged ones
+// included, and cannot be given back yet). A Limiter is safe for
+// concurrent use by multiple goroutines; each request has its own Ticket.
 type Limiter struct {
 	limits []limit // in the order given to NewLimiter
 	order  []int   // decision order: indexes into limits
@@ -425,9 +427,10 @@ func (t *Ticket) Err() (limit int, err error) {
 // Verify takes the events of the DecideAfterVerify limits, which Decide
 // only looked at: call it once the presentation is verified. It reports
 // whether every one fitted. If one no longer fits, Verify gives back
-// everything the ticket took (slots stay held until Finish), records the
-// refusal (Outcome, Refusal) and reports false: the request must be
-// refused. It reports true when there is nothing to take (no such limit,
+// everything the ticket took that can be given back (every Pace event; a
+// Bucket token, decided in Decide, stays spent, and slots stay held until
+// Finish), records the refusal (Outcome, Refusal) and reports false: the
+// request must be refused. It reports true when there is nothing to take (no such limit,
 // or Verify was already called and succeeded), and false after any outcome
 // but Admitted or after Finish. Under DryRun it decides and counts as usual
 // but always reports true.

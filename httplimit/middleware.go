@@ -189,8 +189,9 @@ func Return(r *http.Request) {
 // Verified takes, once the handler has verified the presentation, the
 // events of the DecideAfterVerify limits that the middleware only looked
 // at, and reports whether they all fitted (see DecideAfterVerify). When one
-// did not, it has given back whatever the request took, in every
-// Middleware the request went through (as Return does), written the
+// did not, it has given back whatever the request took that can be given
+// back (as Return does, in every Middleware the request went through; a
+// Bucket token stays spent), written the
 // refusal (429, Retry-After and the RateLimit fields, through OnRefusal) to
 // w, and reports false: the handler must then return without writing.
 // When they fitted, it adds their RateLimit items to w's header. Call it
