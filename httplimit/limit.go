@@ -84,9 +84,16 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...L
 // request's key in s (Store.AcquireSlot) while the handler runs: acquired
 // before it, released when it returns, and refreshed every ttl/3 while it
 // is still running (a long download, a stream of server-sent events, a
-// WebSocket served by the handler's goroutine), so that the slots of a
-// replica that crashed expire with their ttl instead of leaking. limit must
-// be at least 1 and ttl above zero.
+// WebSocket served by the handler's goroutine). limit must be at least 1
+// and ttl above zero.
+//
+// A key's slots are one counter in the Store with one expiry, not a lease
+// per request: every acquire and refresh of the key moves the expiry of all
+// its slots. The slots a crashed replica held are freed when the key has
+// seen no acquire or refresh for ttl, that is ttl after its last request
+// anywhere ends; while any replica serves a request of the key, they stay
+// counted and the key has fewer slots. Choose a ttl short enough for that
+// (a refresh costs a Store call every ttl/3 per running request).
 //
 // The key in the store is prefixed as for Bucket. A refusal is a 429 with a
 // Retry-After of one second, since no one knows when a slot will free. A
