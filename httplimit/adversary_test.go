@@ -1,5 +1,10 @@
 package httplimit_test
 
+// The tests of this file come from an adversarial review of the package:
+// each one's comment tells the defect it found, in the past code, and the
+// test pins the fix (or, for the review's item 6, the documented
+// behaviour).
+
 import (
 	"context"
 	"errors"
@@ -160,8 +165,9 @@ func TestClientIDRefusesBasicAndFormNamingTwoClients(t *testing.T) {
 	r := httptestRequest(form.Encode())
 	r.SetBasicAuth("victim", "x")
 	k, err := httplimit.ClientID()(r)
-	if err == nil {
-		t.Fatalf("ClientID keyed a request naming two clients (Basic victim, form attacker) as %q; want a 400", k)
+	var ke *httplimit.KeyError
+	if !errors.As(err, &ke) || ke.Status != http.StatusBadRequest {
+		t.Fatalf("ClientID keyed a request naming two clients (Basic victim, form attacker) as %q (%v); want a KeyError answered 400", k, err)
 	}
 }
 
