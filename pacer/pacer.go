@@ -160,6 +160,7 @@ type Pacer struct {
 	pending []time.Time // slots handed out outside the queue and not yet observed
 	queue   queue       // the callers blocked in Wait and their slots
 	own     []time.Time // this client's counted calls within the window
+	lw      learner     // what the responses said about the window
 	strikes int         // consecutive refusals without Retry-After
 }
 
@@ -314,12 +315,10 @@ func (p *Pacer) Observe(s Signal) {
 		p.pending = p.pending[1:]
 	}
 	if s.Window > 0 {
-		p.window, p.winSet = s.Window, true
-	} else if s.Reset > p.window && !p.winSet {
-		// A fixed window's reset never exceeds the window: the longest
-		// reset seen is the best estimate of it.
-		p.window = s.Reset
+		p.setWindow(s.Window)
+		p.winSet = true
 	}
+	p.learnWindow(now, s)
 	if s.Limit > 0 {
 		l := float64(s.Limit)
 		if p.limit > 0 && l != p.limit {
@@ -391,6 +390,9 @@ func (p *Pacer) replanLocked(now time.Time) {
 // p.mu held.
 func (p *Pacer) learn(now time.Time, used float64) {
 	others := math.Max(0, used-float64(len(p.own)))
+	if others >= 1 {
+		p.lw.othersAt = now
+	}
 	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
 		p.hist.reset(now, p.window, others)
 		p.others = others / p.window.Seconds()
@@ -551,6 +553,9 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if !p.hasUsed {
 		return 0, false
 	}
+	if u, ok := p.turnedOver(t); ok {
+		return u, true
+	}
 	age := t.Sub(p.obsAt)
 	if age >= p.window {
 		return 0, true
@@ -563,6 +568,10 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	}
 	if age > 0 {
 		u += p.othersRate() * age.Seconds()
+		if p.lw.fixed {
+			// A fixed window sheds nothing until it turns over.
+			return math.Max(0, u), true
+		}
 		cut := t.Add(-p.window)
 		for _, o := range p.own {
 			if !o.After(cut) {
@@ -589,10 +598,12 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-float64(len(p.own)) < 1 {
+	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-float64(len(p.own)) < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
-		// else's. (Clients that start together see each other at once and
-		// pace from the start, instead of racing for the burst.)
+		// else's, nor was within the last two windows (a fixed window
+		// that just turned over looks idle). Clients that start together
+		// see each other at once and pace from the start, instead of
+		// racing for the burst.
 		return 0
 	}
 	r := p.rate
@@ -614,7 +625,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 // ahead windows later: the others' as the reconstruction places them, this
 // client's exactly. It must be called with p.mu held.
 func (p *Pacer) expiring(now time.Time, ahead float64) float64 {
-	if !p.hasUsed {
+	if !p.hasUsed || p.lw.fixed {
 		return 0
 	}
 	t := now.Add(time.Duration(ahead * float64(p.window)))
@@ -640,7 +651,13 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 	}
 	step := max(p.window/periods, 1)
 	t := now
-	for t.Sub(now) < p.maxDelay() {
+	limit := p.maxDelay()
+	if d, ok := p.untilTurnover(now); ok {
+		// A fixed window: nothing leaves it before it turns over, which
+		// the server named.
+		limit = max(limit, d)
+	}
+	for t.Sub(now) < limit {
 		t = t.Add(step)
 		if v, _ := p.predictedUsed(t); p.limit-v >= 1 {
 			break

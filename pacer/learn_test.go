@@ -1,0 +1,82 @@
+package pacer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace/pacer"
+)
+
+// TestShortResetSetsWindow: a server that resets every 2 s (and says so
+// only in X-RateLimit-Reset) is paced over 2 s, not over the default
+// minute. Before, the default acted as a floor: the gap came out 30 times
+// too long.
+func TestShortResetSetsWindow(t *testing.T) {
+	gapWith := func(reset time.Duration) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c)
+		p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: reset})
+		return gap(p)
+	}
+	short, def := gapWith(2*time.Second), gapWith(0)
+	if ratio := float64(def) / float64(short); ratio < 29 || ratio > 31 {
+		t.Fatalf("gap with a 2s reset = %v, with none = %v: ratio %.1f; want 30 (the window learned from the reset)", short, def, ratio)
+	}
+}
+
+// TestLongestResetWins: a reset read late in a window underestimates it;
+// the longest seen is the window.
+func TestLongestResetWins(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 3 * time.Second})
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 500 * time.Millisecond})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 3 * time.Second})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap after resets 3s then 0.5s = %v; want %v, as after 3s alone", g, want)
+	}
+}
+
+// TestPolicyWindowWinsOverResets: RateLimit-Policy "w" is the server's
+// word; resets do not move it.
+func TestPolicyWindowWinsOverResets(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Window: 10 * time.Second, Reset: 2 * time.Second})
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: time.Minute})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Window: 10 * time.Second})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap with w=10 and later resets = %v; want %v (w=10 alone)", g, want)
+	}
+}
+
+// TestNoBurstAfterFixedWindowTurnsOver: on a fixed window shared with
+// others, the first response after the window turns over shows a small
+// count. Before, the client subtracted its own calls of the previous
+// window, took the key for idle and fired its burst (issue 11, cause 3).
+func TestNoBurstAfterFixedWindowTurnsOver(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	// A 3 s fixed window, limit 30, four clients: this one sees its share
+	// of the count grow with the others' calls.
+	used := int64(0)
+	for i := 0; i < 12; i++ {
+		d := p.Reserve()
+		c.Advance(d + 200*time.Millisecond)
+		used += 4
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 30 - min(used, 30), HasRemaining: true, Reset: t0.Add(3 * time.Second).Sub(c.Now())})
+		if !c.Now().Before(t0.Add(2900 * time.Millisecond)) {
+			break
+		}
+	}
+	c.Set(t0.Add(3*time.Second + 50*time.Millisecond)) // the window turned over
+	p.Reserve()
+	c.Advance(20 * time.Millisecond)
+	// The first response of the new window: this call and one other.
+	p.Observe(pacer.Signal{Limit: 30, Remaining: 28, HasRemaining: true, Reset: t0.Add(6 * time.Second).Sub(c.Now())})
+	if g := gap(p); g <= 0 {
+		t.Fatalf("gap right after a shared fixed window turned over = %v; want pacing, not a burst", g)
+	}
+}
