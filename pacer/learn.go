@@ -26,6 +26,11 @@ type learner struct {
 	// window: this client's calls before it no longer count.
 	boundary time.Time
 	othersAt time.Time // the latest response whose count included other clients' calls
+	// floor is what refusals taught: a window learned from resets alone
+	// that gets the client refused is doubled, at most once a window, back
+	// towards the default (the more conservative reading wins).
+	floor    time.Duration
+	bumpedAt time.Time
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -71,12 +76,30 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	case l.resets:
 		// The default is a guess; a reset is the server's word.
 		w = max(l.longest, l.period)
+		if l.period == 0 {
+			// Until the structure of the resets confirms it.
+			w = max(w, l.floor)
+		}
 	case l.longest > w:
 		// Retry-After alone (no reset ever): a lower bound, above the
 		// default only when it says so.
 		w = l.longest
 	}
 	p.setWindow(w)
+}
+
+// refused takes in a refusal at now: a window shorter than the default,
+// read from resets that no turnover has confirmed (see period),
+// may be a misreading (a token bucket whose reset names the next token,
+// not the full bucket), so it doubles, at most once a window, up to the
+// default. It must be called with p.mu held.
+func (p *Pacer) refused(now time.Time) {
+	l := &p.lw
+	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
+		return
+	}
+	l.floor, l.bumpedAt = min(2*p.window, p.cfg.window), now
+	p.setWindow(max(p.window, l.floor))
 }
 
 // setWindow changes the window to w, scaling the rates so that the
