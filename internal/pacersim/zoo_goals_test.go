@@ -1,0 +1,135 @@
+//go:build pacerzoo
+
+package pacersim
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// TestZooGoals holds the pacer (pacer.New() with its defaults, no option
+// naming the server) to the goals of issue 11 against every server kind
+// of the zoo, worst over seeds 1-6: utilisation >= 0.85 of what the
+// algorithm allows, 429 ratio <= 1% at N = 1 and 4 (<= 3% at N = 16),
+// Jain's index >= 0.95 at N = 4 (>= 0.90 at N = 16), and no call ever
+// sent before a Retry-After the same client received. A goal not met must
+// be listed in zooShortfalls with the figure reached, which the test then
+// holds the pacer to; a listed goal that is met fails too, so that the
+// list and docs/pacer.md stay true. It takes minutes, hence the build tag:
+//
+//	go test -tags pacerzoo -run TestZooGoals -timeout 60m ./internal/pacersim
+func TestZooGoals(t *testing.T) {
+	// The kinds with limits above 1000 take too long to simulate while
+	// the pacer's cost grows with its calls in the window (issue 8,
+	// point 5); they are in the zoo table but not yet held here.
+	saved := Zoo
+	defer func() { Zoo = saved }()
+	Zoo = nil
+	for _, k := range saved {
+		if k.Limit <= 1000 {
+			Zoo = append(Zoo, k)
+		}
+	}
+	rows := ZooWorst(NewPacer, seeds)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		sc := fmt.Sprintf("N=%d", r.Clients)
+		if r.Churn {
+			sc += " churn"
+		}
+		maxRatio, minJ := 0.01, 0.95
+		if r.Clients >= 16 {
+			maxRatio, minJ = 0.03, 0.90
+		}
+		gs := []goal{
+			{"utilisation", r.Utilisation, 0.85, false},
+			{"429 ratio", r.RejectRatio, maxRatio, true},
+			{"early calls", float64(r.Early), 0, true},
+		}
+		if !math.IsNaN(r.Fairness) {
+			gs = append(gs, goal{"fairness", r.Fairness, minJ, false})
+		}
+		for _, g := range gs {
+			name := fmt.Sprintf("%v %s %s", r.Kind, sc, g.name)
+			seen[name] = true
+			reached, listed := zooShortfalls[name]
+			switch {
+			case g.met() && listed:
+				t.Errorf("%s = %.4f meets the goal %.4f but is listed as a shortfall: remove it from zooShortfalls and docs/pacer.md", name, g.got, g.target)
+			case g.met():
+			case !listed:
+				t.Errorf("%s = %.4f; goal %.4f, and no documented shortfall", name, g.got, g.target)
+			case g.atMost && g.got > reached+1e-3, !g.atMost && g.got < reached-1e-3:
+				t.Errorf("%s = %.4f; goal %.4f (not met), and worse than the documented %.4f", name, g.got, g.target, reached)
+			default:
+				t.Logf("goal not met: %s = %.4f (goal %.4f)", name, g.got, g.target)
+			}
+		}
+	}
+	for name := range zooShortfalls {
+		if !seen[name] {
+			t.Errorf("zooShortfalls lists %q, which no row has", name)
+		}
+	}
+}
+
+// zooShortfalls are the goals not met, with the worst figure over seeds
+// 1-6 (from the zoo table in docs/pacer.md; the reasons are there).
+var zooShortfalls = map[string]float64{
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 utilisation":                          0.8230,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 429 ratio":                            0.0120,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 fairness":                             0.9440,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=16 utilisation":                         0.6230,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=16 429 ratio":                           0.3342,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 churn utilisation":                    0.8230,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 churn 429 ratio":                      0.0149,
+	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 churn fairness":                       0.8690,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=1 utilisation":                                     0.4340,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=4 utilisation":                                     0.6640,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=4 fairness":                                        0.8130,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=16 utilisation":                                    0.6920,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=4 churn utilisation":                               0.6740,
+	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=4 churn fairness":                                  0.6930,
+	"sliding counter; x-epoch s, RA s; 600/1m0s; rtt 50ms N=4 utilisation":                                 0.8220,
+	"sliding counter; x-epoch s, RA s; 600/1m0s; rtt 50ms N=4 churn utilisation":                           0.8450,
+	"sliding counter; x-asctime, RA s; 50/5s; rtt 10ms N=4 utilisation":                                    0.8300,
+	"sliding counter; x-asctime, RA s; 50/5s; rtt 10ms N=16 429 ratio":                                     0.0596,
+	"sliding counter; x-asctime, RA s; 50/5s; rtt 10ms N=4 churn utilisation":                              0.8380,
+	"sliding counter; x-asctime, RA s; 50/5s; rtt 10ms N=4 churn fairness":                                 0.9390,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=4 429 ratio":                                 0.0315,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=4 fairness":                                  0.8190,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=16 429 ratio":                                0.2602,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=16 fairness":                                 0.6170,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=4 churn 429 ratio":                           0.0442,
+	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=4 churn fairness":                            0.5520,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=4 429 ratio":                            0.3265,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=4 fairness":                             0.4460,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=16 429 ratio":                           0.7449,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=16 fairness":                            0.1390,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=4 churn 429 ratio":                      0.3654,
+	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=4 churn fairness":                       0.3680,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=1 429 ratio":                0.0244,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=4 429 ratio":                0.0909,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=4 fairness":                 0.8880,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=16 429 ratio":               0.2857,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=16 fairness":                0.4800,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=4 churn 429 ratio":          0.1021,
+	"fixed window (clock), refused counted; retry-after only; 40/2s; rtt 5ms N=4 churn fairness":           0.4130,
+	"fixed window (first call), refused counted; x-delta, RA s; 1000/1h0m0s; rtt 500ms N=4 churn fairness": 0.9490,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 utilisation":                                    0.6790,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 429 ratio":                                      0.0101,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 fairness":                                       0.9190,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=16 429 ratio":                                     0.1791,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=16 fairness":                                      0.8670,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn utilisation":                              0.7400,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn 429 ratio":                                0.0189,
+	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn fairness":                                 0.6210,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=1 429 ratio":                0.7061,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 429 ratio":                0.8532,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 fairness":                 0.3460,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=16 429 ratio":               0.9471,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=16 fairness":                0.2670,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 churn 429 ratio":          0.8198,
+	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 churn fairness":           0.2000,
+}
