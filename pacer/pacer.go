@@ -121,9 +121,11 @@ const (
 //     or a quarter of the count (a fair share among a handful of clients),
 //     whichever is more.
 //
-// The limit and the window come from the signals when they carry them
-// (RateLimit-Policy "w", or the longest X-RateLimit-Reset seen); until
-// then the window is the one given by WithWindow. A server that sends no
+// The window comes from RateLimit-Policy "w"; otherwise from the longest
+// reset or Retry-After seen (never floored by WithWindow's default once a
+// reset is seen), from a fixed window's turnovers, and it grows back
+// towards the default on refusals until the resets confirm it
+// (docs/pacer.md has the whole story and the figures per server kind). A server that sends no
 // rate-limit headers at all gets no pacing beyond its Retry-After; a server
 // that sends only the IETF "r" and "t" parameters gets its remaining quota
 // spread evenly over the reset time.
