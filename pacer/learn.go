@@ -145,13 +145,9 @@ func (p *Pacer) turnedOver(t time.Time) (float64, bool) {
 	if !l.fixed || l.instant.IsZero() || t.Before(l.instant) || !p.obsAt.Before(l.instant) {
 		return 0, false
 	}
-	u := float64(p.queue.countUntil(t) - p.queue.countUntil(l.instant))
-	for _, s := range p.pending {
-		if !s.Before(l.instant) && !s.After(t) {
-			u++
-		}
-	}
-	return u, true
+	u := p.queue.countUntil(t) - p.queue.countUntil(l.instant)
+	u += until(&p.ahead, t) - until(&p.ahead, l.instant)
+	return float64(u) + float64(p.own.flyingFrom(l.instant)), true
 }
 
 // untilTurnover returns how long until a fixed window turns over, when the
@@ -167,11 +163,7 @@ func (p *Pacer) untilTurnover(now time.Time) (time.Duration, bool) {
 // forgetBefore drops this client's counted calls made before t, when a
 // fixed window turned over at t.
 func (p *Pacer) forgetBefore(t time.Time) {
-	i := 0
-	for i < len(p.own) && p.own[i].Before(t) {
-		i++
-	}
-	p.own = p.own[i:]
+	p.own.forgetBefore(t)
 	p.hist.valid = false
 }
 
