@@ -31,12 +31,23 @@ type learner struct {
 	// towards the default (the more conservative reading wins).
 	floor    time.Duration
 	bumpedAt time.Time
+	// bound is the shortest upper bound on the window that this
+	// client's own calls leaving the count gave (zero: none yet).
+	bound time.Duration
 }
 
 // instantSlack is how far two reset instants may differ and still name the
 // same one: resets come rounded to the second (delta seconds, epoch
 // seconds, HTTP dates), and the round trip moves them by a little more.
 const instantSlack = 1100 * time.Millisecond
+
+// minReading is the shortest reset or Retry-After taken as a bound on the
+// window. A shorter one says nothing about it: the formats count in whole
+// seconds (a date rounded down reads anywhere from 0 to 1 s short), and a
+// token bucket whose reset names the next token reads W/L. Taken as the
+// window, such a reading made the one client that happened to see it
+// believe in a window of milliseconds and take most of the limit.
+const minReading = 500 * time.Millisecond
 
 // learnWindow takes in the reset and Retry-After of s, observed at now,
 // before the count is: it sets the window (unless a policy gave it) and,
@@ -45,8 +56,14 @@ const instantSlack = 1100 * time.Millisecond
 // must be called with p.mu held.
 func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	l := &p.lw
-	if s.Reset > 0 {
+	reading := s.Reset
+	if reading > 0 && reading < minReading {
+		reading = p.bucketReading(s)
+	}
+	if reading >= minReading {
 		l.resets = true
+	}
+	if s.Reset > 0 {
 		at := now.Add(s.Reset)
 		if !l.instant.IsZero() && !now.Before(l.instant) && at.Sub(l.instant) > instantSlack {
 			// The previous reset instant has passed and the new one is
@@ -65,27 +82,120 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		}
 		l.instant = at
 	}
-	if d := max(s.Reset, s.RetryAfter); d > l.longest {
+	if d := max(reading, s.RetryAfter); d >= minReading && d > l.longest {
 		l.longest = d
 	}
 	if p.winSet {
 		return
+	}
+	if b, ok := p.drained(now, s); ok && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
+		// On a key others use, only a bound far below the window moves
+		// it: a bound comes to each client at its own time, and clients
+		// whose windows differ by less than that no longer agree on
+		// their shares.
+		l.bound = b
 	}
 	w := p.cfg.window
 	switch {
 	case l.resets:
 		// The default is a guess; a reset is the server's word.
 		w = max(l.longest, l.period)
-		if l.period == 0 {
-			// Until the structure of the resets confirms it.
-			w = max(w, l.floor)
-		}
 	case l.longest > w:
 		// Retry-After alone (no reset ever): a lower bound, above the
 		// default only when it says so.
 		w = l.longest
 	}
+	if l.period == 0 {
+		if l.bound > 0 {
+			// Own calls gone from the count: the window is no longer
+			// than their age, whatever the default (nor shorter than the
+			// longest reset).
+			w = max(l.longest, min(w, l.bound))
+		}
+		if l.resets || l.bound > 0 {
+			// Until the structure of the resets confirms it.
+			w = max(w, l.floor)
+		}
+	}
 	p.setWindow(w)
+}
+
+// drained returns an upper bound on the window from a count below this
+// client's own calls: the server reports used calls, this one among them
+// if it was accepted, so that of this client's earlier counted calls at
+// most used are still in its window, and the one before them has left
+// it, a window after the server counted it. (That holds for sliding
+// windows and buckets; a fixed window or a counter that has turned over
+// says nothing here, hence the caller's checks.) It returns false when the
+// count leaves every such call in.
+func (p *Pacer) drained(now time.Time, s Signal) (time.Duration, bool) {
+	used, limit, ok := p.countOf(s)
+	if !ok || used < limit/4 {
+		// A low count says little: a bucket refilling faster than the
+		// calls come drops them from its count at once.
+		return 0, false
+	}
+	t, ok := p.own.answeredNth(int64(used) + 1)
+	if !ok || now.Sub(t) < minReading {
+		return 0, false
+	}
+	return snap(now.Sub(t)), true
+}
+
+// roundWindows are the windows servers are configured with.
+var roundWindows = []time.Duration{
+	time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 10 * time.Second,
+	15 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
+	5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
+}
+
+// snap returns the round window just below a bound b that exceeds it by
+// less than a quarter, and b otherwise. A bound from calls leaving the
+// count overshoots the window by up to the client's own gap, a different
+// amount for each client; snapped, the clients agree on the window, and
+// so on their shares.
+func snap(b time.Duration) time.Duration {
+	for i := len(roundWindows) - 1; i >= 0; i-- {
+		if r := roundWindows[i]; r <= b {
+			if b < r+r/4 {
+				return r
+			}
+			break
+		}
+	}
+	return b
+}
+
+// countOf returns the count s reports and the limit it applies to (s's
+// or, without one, the latest known), and false when s carries no count.
+func (p *Pacer) countOf(s Signal) (used, limit float64, ok bool) {
+	limit = float64(s.Limit)
+	if limit <= 0 {
+		limit = p.limit
+	}
+	switch {
+	case s.HasUsed:
+		return float64(s.Used), limit, true
+	case s.HasRemaining && limit > 0:
+		return limit - float64(s.Remaining), limit, true
+	}
+	return 0, limit, false
+}
+
+// bucketReading returns what a short reset says about the window: a token
+// bucket's time until it is full is used × W/limit, so that the window is
+// reset × limit/used; the other algorithms' resets, and a bucket's time to
+// its next token, come out no longer than the window that way too (a
+// bound, never an overestimate), but mostly below minReading. It returns
+// zero when s carries no count.
+func (p *Pacer) bucketReading(s Signal) time.Duration {
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used < max(1, limit/4) {
+		// On a bucket nearly full, a reset to the next token would read
+		// as a window up to limit/used times too long.
+		return 0
+	}
+	return time.Duration(float64(s.Reset) * limit / used)
 }
 
 // refused takes in a refusal at now: a window shorter than the default,
@@ -98,7 +208,16 @@ func (p *Pacer) refused(now time.Time) {
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
 		return
 	}
-	l.floor, l.bumpedAt = min(2*p.window, p.cfg.window), now
+	ceiling := p.cfg.window
+	if l.bound > 0 {
+		// Own calls that left the count bound the window: a refusal
+		// does not move it past that.
+		ceiling = min(ceiling, l.bound)
+	}
+	if p.window >= ceiling {
+		return
+	}
+	l.floor, l.bumpedAt = min(2*p.window, ceiling), now
 	p.setWindow(max(p.window, l.floor))
 }
 

@@ -80,3 +80,18 @@ func TestNoBurstAfterFixedWindowTurnsOver(t *testing.T) {
 		t.Fatalf("gap right after a shared fixed window turned over = %v; want pacing, not a burst", g)
 	}
 }
+
+// TestResetToNextTokenIsNotAWindow: a token bucket whose reset names its
+// next token (W/L away), written as a date rounded to the second, reads as
+// a reset of a few milliseconds. Before, that was taken for the window:
+// the one client that happened to read it believed in a window of
+// milliseconds and took most of the limit from the others (J 0.27).
+func TestResetToNextTokenIsNotAWindow(t *testing.T) {
+	p := newPacer(newFakeClock(t0))
+	p.Observe(pacer.Signal{Limit: 300, Used: 290, HasUsed: true, Reset: 40 * time.Millisecond})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 300, Used: 290, HasUsed: true})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap after a 40ms reset = %v; want %v, as with no reset (the default window)", g, want)
+	}
+}

@@ -174,6 +174,27 @@ func (o *own) forgetBefore(t time.Time) {
 	}
 }
 
+// answeredNth returns when the n-th most recent counted call within the
+// window (n ≥ 1) was answered, to the resolution of a bucket and never
+// later than it was, and false when there are fewer than n.
+func (o *own) answeredNth(n int64) (time.Time, bool) {
+	cut := o.upTo(o.cut())
+	if n < 1 || float64(o.total)-cut < float64(n) {
+		return time.Time{}, false
+	}
+	// The newest bucket j whose calls and the later ones number n or more.
+	lo, hi := max(o.oldest(), o.index(o.cut())), o.newest
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if o.total-o.at(mid).before >= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return o.origin.Add(o.at(lo).lo), true
+}
+
 // flyingFrom returns how many calls in flight were sent at or after t,
 // to the resolution of a bucket.
 func (o *own) flyingFrom(t time.Time) int64 {

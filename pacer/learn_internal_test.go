@@ -1,0 +1,49 @@
+package pacer
+
+import (
+	"testing"
+	"time"
+)
+
+// TestOwnCallsGoneBoundTheWindow: a lone client of a server that sends a
+// limit and a count but no reset (a 20 s sliding log). Its own calls leave
+// the count after 20 s, which bounds the window; before, it kept the
+// default minute and used a third of the limit. A count that keeps every
+// call (a window longer than the default) moves nothing.
+func TestOwnCallsGoneBoundTheWindow(t *testing.T) {
+	run := func(window time.Duration) time.Duration {
+		c := &manualClock{now: ownT0}
+		p := New(WithClock(c), WithSeed(1))
+		var sent []time.Time
+		for i := 0; i < 120; i++ {
+			c.now = c.now.Add(p.Reserve() + 400*time.Millisecond)
+			sent = append(sent, c.now)
+			used := int64(0)
+			for _, s := range sent {
+				if c.now.Sub(s) < window {
+					used++
+				}
+			}
+			p.Observe(Signal{Limit: 200, Remaining: 200 - used, HasRemaining: true})
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.window
+	}
+	if got := run(20 * time.Second); got != 20*time.Second {
+		t.Errorf("window learned from own calls leaving a 20 s count = %v; want 20s", got)
+	}
+	if got := run(time.Hour); got != time.Minute {
+		t.Errorf("window with a count that keeps every call = %v; want the default minute", got)
+	}
+}
+
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time { return c.now }
+
+func (c *manualClock) After(d time.Duration) (<-chan time.Time, func()) {
+	ch := make(chan time.Time, 1)
+	ch <- c.now.Add(d)
+	return ch, func() {}
+}
