@@ -26,6 +26,7 @@ type learner struct {
 	// window: this client's calls before it no longer count.
 	boundary time.Time
 	othersAt time.Time // the latest response whose count included other clients' calls
+	phase    float64   // where in its gap after a fixed window's turnover this client calls, in [0, 1)
 	// floor is what refusals taught: a window learned from resets alone
 	// that gets the client refused is doubled, at most once a window, back
 	// towards the default (the more conservative reading wins).
@@ -72,9 +73,17 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 			// window after the call that created it) and, if the count
 			// dropped with it, the window is a fixed one.
 			jump := at.Sub(l.instant)
-			if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
+			if l.fixed && p.droppedTo(s) {
+				// Known fixed: the count dropped, the window turned over
+				// at the instant named, however late this response.
+				l.boundary = l.instant
+				p.forgetBefore(l.instant)
+			} else if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
 				l.period = jump
 				if p.droppedTo(s) {
+					if !l.fixed {
+						l.phase = p.rng.Float64()
+					}
 					l.fixed, l.boundary = true, l.instant
 					p.forgetBefore(l.instant)
 				}
@@ -266,7 +275,8 @@ func (p *Pacer) turnedOver(t time.Time) (float64, bool) {
 	}
 	u := p.queue.countUntil(t) - p.queue.countUntil(l.instant)
 	u += until(&p.ahead, t) - until(&p.ahead, l.instant)
-	return float64(u) + float64(p.own.flyingFrom(l.instant)), true
+	others := p.othersRate() * t.Sub(l.instant).Seconds()
+	return float64(u) + float64(p.own.flyingFrom(l.instant)) + others, true
 }
 
 // untilTurnover returns how long until a fixed window turns over, when the

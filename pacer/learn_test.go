@@ -95,3 +95,30 @@ func TestResetToNextTokenIsNotAWindow(t *testing.T) {
 		t.Fatalf("gap after a 40ms reset = %v; want %v, as with no reset (the default window)", g, want)
 	}
 }
+
+// TestFixedWindowTurnoverIsSpread: clients held by a full fixed window
+// until it turns over each go at their own point after the turnover.
+// Before, every client held there called at the turnover itself, and with
+// 4 clients the window was full again before the others' calls showed
+// (429 ratio 4.8%, J 0.82 on a 30/3s clock-aligned window).
+func TestFixedWindowTurnoverIsSpread(t *testing.T) {
+	held := func(seed uint64) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c, pacer.WithSeed(seed))
+		// A 3 s fixed window: the first turnover is seen (count drop at
+		// the named instant), then the next window fills up.
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 10, HasRemaining: true, Reset: 3 * time.Second})
+		c.Set(t0.Add(3*time.Second + 20*time.Millisecond))
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 28, HasRemaining: true, Reset: 3*time.Second - 20*time.Millisecond})
+		c.Set(t0.Add(5 * time.Second))
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 0, HasRemaining: true, Reset: time.Second})
+		return p.Reserve()
+	}
+	a, b := held(1), held(2)
+	if a < time.Second || b < time.Second {
+		t.Fatalf("waits on a full fixed window 1s before it turns over = %v, %v; want at least 1s", a, b)
+	}
+	if a == b {
+		t.Fatalf("two clients held until the turnover both wait %v; want each its own point after it", a)
+	}
+}

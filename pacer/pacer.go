@@ -611,9 +611,15 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		// they come, as after a burst or a limit drop), counting the
 		// calls that will leave it within the look-ahead: fill it within
 		// catchup windows, each client in proportion to its share, so
-		// that the total does not depend on the number of clients.
+		// that the total does not depend on the number of clients. A
+		// fixed window's hole lasts until it turns over: spread over that
+		// time, not rushed into the first half.
 		share := p.rate / (p.rate + p.othersRate())
-		r = math.Max(r, share*hole/(catchup*p.window.Seconds()))
+		within := catchup * p.window.Seconds()
+		if d, ok := p.untilTurnover(now); ok {
+			within = math.Max(d.Seconds(), p.window.Seconds()/periods)
+		}
+		r = math.Max(r, share*hole/within)
 	}
 	// The rate's own gap is the consensus of many samples: it may be as
 	// long as a window (a key shared by as many clients as the limit).
@@ -655,6 +661,12 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 		if v, _ := p.predictedUsed(t); p.limit-v >= 1 {
 			break
 		}
+	}
+	if d, ok := p.untilTurnover(now); ok && t.Sub(now) >= d {
+		// Held until a fixed window turns over: go at this client's own
+		// point within its gap after it, so that the clients held
+		// together do not all call at the turnover.
+		t = t.Add(time.Duration(p.lw.phase * float64(p.spread())))
 	}
 	return t.Sub(now)
 }
