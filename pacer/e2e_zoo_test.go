@@ -124,7 +124,7 @@ func TestEndToEndZoo(t *testing.T) {
 				capacity += float64(k.Limit)
 			}
 			ratio := float64(srv.refused) / float64(max(1, ok+srv.refused))
-			t.Logf("utilisation %.2f, 429 ratio %.4f, J %.3f, early %d", float64(ok)/capacity, ratio, pacersim.Jain(per), srv.early)
+			t.Logf("%s: utilisation %.2f, 429 ratio %.4f, J %.3f, early %d", k.Name, float64(ok)/capacity, ratio, pacersim.Jain(per), srv.early)
 			if srv.early > 0 {
 				t.Errorf("%d calls came before a Retry-After their client had received", srv.early)
 			}

@@ -35,6 +35,10 @@ type learner struct {
 	// bound is the shortest upper bound on the window that this
 	// client's own calls leaving the count gave (zero: none yet).
 	bound time.Duration
+	// short is the window probe shortened to while the count stayed low
+	// at the client's ceiling (zero: never), at shortAt.
+	short   time.Duration
+	shortAt time.Time
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -104,6 +108,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// their shares.
 		l.bound = b
 	}
+	p.probe(now, s)
 	w := p.cfg.window
 	switch {
 	case l.resets:
@@ -115,6 +120,9 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		w = l.longest
 	}
 	if l.period == 0 {
+		if l.short > 0 && l.longest < minReading {
+			w = min(w, l.short)
+		}
 		if l.bound > 0 {
 			// Own calls gone from the count: the window is no longer
 			// than their age, whatever the default (nor shorter than the
@@ -127,6 +135,28 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		}
 	}
 	p.setWindow(w)
+}
+
+// probe halves the window, at most once a quarter window, while this
+// client calls at the most the window it believes in allows (L/W), has to
+// wait for it, and the server counts less than a quarter of the limit and
+// fewer calls than this client alone made in that window, with no reset
+// that reads a window: the window is shorter than believed (a
+// bucket refilling faster than the default window assumes keeps itself
+// nearly full, and its resets then read nothing). Every client at its
+// ceiling sees the same low count, so that they shorten alike; once the
+// count rises the resets and the own calls leaving it take over. It must
+// be called with p.mu held.
+func (p *Pacer) probe(now time.Time, s Signal) {
+	l := &p.lw
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used >= limit/4 || used+2 > p.own.counted() || l.period > 0 || l.fixed || l.longest >= minReading {
+		return
+	}
+	if p.rate < 0.9*limit/p.window.Seconds() || p.waited().Before(now.Add(-p.window/periods)) || (!l.shortAt.IsZero() && now.Sub(l.shortAt) < p.window/4) {
+		return
+	}
+	l.short, l.shortAt = max(p.window/2, minReading), now
 }
 
 // drained returns an upper bound on the window from a count below this

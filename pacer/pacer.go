@@ -123,10 +123,13 @@ const (
 //     whichever is more.
 //
 // The window comes from RateLimit-Policy "w"; otherwise from the longest
-// reset or Retry-After seen (never floored by WithWindow's default once a
-// reset is seen), from a fixed window's turnovers, and it grows back
-// towards the default on refusals until the resets confirm it
-// (docs/pacer.md has the whole story and the figures per server kind). A server that sends no
+// reset or Retry-After of at least half a second (never floored by
+// WithWindow's default once one is seen), from a fixed window's
+// turnovers, and from the client's own calls leaving the count; it grows
+// back towards the default on refusals until the resets confirm it. On a
+// fixed window the client spreads its calls until the turnover and goes
+// at its own point after it (docs/pacer.md has the whole story and the
+// figures per server kind). A server that sends no
 // rate-limit headers at all gets no pacing beyond its Retry-After; a server
 // that sends only the IETF "r" and "t" parameters gets its remaining quota
 // spread evenly over the reset time.
