@@ -128,26 +128,43 @@ func TestEndToEndZoo(t *testing.T) {
 			if srv.early > 0 {
 				t.Errorf("%d calls came before a Retry-After their client had received", srv.early)
 			}
-			if ratio > e2eZooMaxRatio {
-				t.Errorf("429 ratio %.4f; want <= %.2f", ratio, e2eZooMaxRatio)
+			m := e2eZooMarginsFor(k)
+			if ratio > m.maxRatio {
+				t.Errorf("429 ratio %.4f; want <= %.2f", ratio, m.maxRatio)
 			}
-			minUtil := e2eZooMinUtil
-			if k.Format.Fields == pacersim.Legacy && k.Format.Reset == pacersim.NoReset {
-				// Nothing says the window: the default minute holds
-				// (docs/pacer.md, shortfalls).
-				minUtil = 0.1
+			if u := float64(ok) / capacity; u < m.minUtil {
+				t.Errorf("utilisation %.2f; want >= %.2f", u, m.minUtil)
 			}
-			if u := float64(ok) / capacity; u < minUtil {
-				t.Errorf("utilisation %.2f; want >= %.2f", u, minUtil)
+			if j := pacersim.Jain(per); j < m.minJain {
+				t.Errorf("J %.3f; want >= %.2f", j, m.minJain)
 			}
 		})
 	}
 }
 
-// Margins: loose, from one run on a loaded 2-core machine (utilisation
-// 0.65-1.11 but 0.20 without any reset, 429 ratio 0-8.7%, no early call);
-// the simulation's goals test holds the tight figures.
-const (
-	e2eZooMaxRatio = 0.5
-	e2eZooMinUtil  = 0.3
-)
+// e2eZooMargins are what TestEndToEndZoo asserts for one kind: below the
+// worst of 5 runs on a loaded 2-core machine (go test -tags pacerzoo
+// -parallel 16, every kind at once), by about a fifth; the simulation's
+// goals test holds the tight figures. Measured over those runs:
+// utilisation 0.68-1.11 (0.20 without any reset, 0.29-0.93 on buckets),
+// 429 ratio 0-5.0% (8.3-8.9% with Retry-After only), J 0.78-1.00 (0.31-1.00
+// on buckets, 0.54-0.75 with Retry-After only), no early call.
+type e2eZooMargins struct{ maxRatio, minUtil, minJain float64 }
+
+func e2eZooMarginsFor(k pacersim.Kind) e2eZooMargins {
+	m := e2eZooMargins{maxRatio: 0.08, minUtil: 0.55, minJain: 0.65}
+	switch {
+	case k.Format.Fields == pacersim.RetryOnly:
+		// Nothing tells the limit: one refusal a window per client.
+		m.maxRatio, m.minJain = 0.15, 0.4
+	case k.Format.Fields == pacersim.Legacy && k.Format.Reset == pacersim.NoReset:
+		// Nothing says the window and 4 clients' calls rarely leave
+		// the count below their own: the default minute holds.
+		m.minUtil = 0.1
+	case k.Burst:
+		// A bucket kept nearly full reads no window until the count
+		// rises (docs/pacer.md, shortfalls).
+		m.minUtil, m.minJain = 0.2, 0.2
+	}
+	return m
+}
