@@ -113,6 +113,20 @@ func (p *Pace) Allow(key string) bool {
 	return r.d > 0
 }
 
+// Debit counts one event of key that has already happened, whether or not
+// it fits, and reports whether it did: for an event admitted without a take
+// (one decided by Peek, whose take was left for after the answer) that can
+// no longer be refused. One that does not fit puts the bucket into debt, up
+// to about 73 years: Reserve, Allow and Peek refuse the key until the pace
+// has repaid it, so the key's events stay within the pace over time. A debit
+// cannot be given back, and is not reported to the Observer.
+func (p *Pace) Debit(key string) bool {
+	now := p.t.now()
+	debt := Bucket{interval: p.b.interval, tolerance: maxTolerance}
+	tat, _, _, ok := p.t.take(p.t.hash(key), debt, now)
+	return ok && time.Duration(tat-now) <= p.b.tolerance
+}
+
 // Peek reports whether one event would fit key's bucket now, without
 // debiting anything, and when it would not, the time until it would. It is
 // the cheap first step of deciding after a slow check: Peek, refuse at once

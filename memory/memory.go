@@ -431,7 +431,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	defer sh.mu.Unlock()
 	r := sh.values.m[key]
 	if r == nil || valueGone(r, now) {
-		return nil, fmt.Errorf("memory: Get %q: %w", key, pace.ErrNotFound)
+		return nil, fmt.Errorf("memory: Get: %w", pace.ErrNotFound)
 	}
 	return append(make([]byte, 0, len(r.value)), r.value...), nil
 }
