@@ -200,6 +200,11 @@ type SharedObserver interface {
 // process that uses the same store. Options add limits (WithLimit), a
 // fallback (WithFallback) and metrics (WithSharedObserver).
 //
+// The store keeps one arrival time per limit and key, by position: every
+// Shared deciding the same keys in one store (every replica) must have the
+// same pace and limits, in the same order. Give a Shared with other limits
+// keys of its own (a prefix, or a store WithPrefix of its own).
+//
 // perSecond must be a positive finite number no larger than MaxRate; s must
 // not be nil; invalid options are reported too. The error then wraps
 // ErrInvalidArgument.
