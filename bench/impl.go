@@ -27,9 +27,10 @@ type Limit struct {
 	Rate  float64
 	Burst int
 	// Sweep, when positive, is the interval at which the libraries that
-	// forget idle keys on a timer (go-limiter, ulule) run it, and the idle
-	// time after which go-limiter forgets a key. Zero leaves each library's
-	// default (6 h and 12 h for go-limiter, 30 s for ulule).
+	// forget idle keys on a timer (go-limiter, ulule) run it, and go-limiter
+	// then forgets a key idle for one Period. Zero leaves each library's
+	// defaults (every 6 h, keys idle for 12 h, for go-limiter; every 30 s
+	// for ulule).
 	Sweep time.Duration
 }
 
@@ -199,12 +200,11 @@ type goLimiter struct {
 }
 
 func newGoLimiter(l Limit) (Decider, error) {
-	s, err := golimiter.New(&golimiter.Config{
-		Tokens:        uint64(l.Burst),
-		Interval:      l.Period(),
-		SweepInterval: l.Sweep,
-		SweepMinTTL:   l.Sweep,
-	})
+	cfg := &golimiter.Config{Tokens: uint64(l.Burst), Interval: l.Period()}
+	if l.Sweep > 0 {
+		cfg.SweepInterval, cfg.SweepMinTTL = l.Sweep, l.Period()
+	}
+	s, err := golimiter.New(cfg)
 	if err != nil {
 		return nil, err
 	}

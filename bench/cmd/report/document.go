@@ -234,28 +234,29 @@ func (d *document) allocTable(w *bytes.Buffer, t table, impls []bench.Impl) {
 
 func (d *document) memoryTable(w *bytes.Buffer, impls []bench.Impl) {
 	first := d.rec.Memory[impls[0].Name]
-	fmt.Fprintf(w, "Each implementation in a process of its own decided one event on each of %s new keys of %d bytes, each key a string of its own that only the limiter may keep (so key bytes count), at one event per second, so every key is live for a second. ",
-		thousands(first.Keys), bench.KeyLen)
-	fmt.Fprintf(w, "*Live* is the heap after a full collection over that of the empty limiter, per key held. Then the process waited %v (the horizon is 1 s; go-limiter's and ulule's timed cleanups were set to 1 s, not their defaults of 6 h and 30 s) and made %d decisions on other new keys (pace and httprate clean up on decisions); *idle* is the heap then, over the empty limiter's.\n\n",
-		d.rec.Wait, bench.IdleTraffic)
-	fmt.Fprintf(w, "| implementation | live bytes per key | live heap | heap after the idle horizon | keys held after it |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "Each implementation, in a process of its own, decided one event on each of %s new keys of %d bytes, each key a string of its own that only the limiter may keep (so key bytes count), at one event per %v per key, so that every key is live for %v after its event. ",
+		thousands(first.Keys), bench.KeyLen, d.rec.Horizon, d.rec.Horizon)
+	fmt.Fprintf(w, "*Live* is the heap after a full collection, over that of the empty limiter, per key held. ")
+	fmt.Fprintf(w, "Then the process waited %v (two horizons and a second: httprate's sliding window forgets a key after two windows; go-limiter's and ulule's timed cleanups ran every second, not every 6 h and 30 s as by default) and made %s decisions on other new keys (pace and httprate clean up as they decide); *after the horizon* is the heap then, over the empty limiter's.\n\n",
+		first.Wait, thousands(bench.IdleTraffic))
+	fmt.Fprintf(w, "| implementation | live bytes per key | live heap | time to decide on the keys | heap after the horizon | keys held after the horizon |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, impl := range impls {
 		m, ok := d.rec.Memory[impl.Name]
 		if !ok {
-			fmt.Fprintf(w, "| %s | — | — | — | — |\n", impl.Title)
+			fmt.Fprintf(w, "| %s | — | — | — | — | — |\n", impl.Title)
 			continue
 		}
-		held := "not counted"
+		held := "cannot count"
 		if m.Len >= 0 {
 			held = thousands(m.Len)
 		}
 		perKey := fmt.Sprintf("%.1f", m.PerKey())
 		if m.Held != m.Keys {
-			perKey += fmt.Sprintf(" (of the %s it keeps)", thousands(m.Held))
+			perKey += fmt.Sprintf(" (of the %s keys it keeps)", thousands(m.Held))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", impl.Title, perKey, fmtBytes(m.Live), fmtBytes(m.Idle), held)
+		fmt.Fprintf(w, "| %s | %s | %s | %v | %s | %s |\n", impl.Title, perKey, fmtBytes(m.Live), m.Flood.Round(time.Millisecond), fmtBytes(m.Idle), held)
 	}
-	fmt.Fprintf(w, "\nKeys held after the horizon are counted where the library can count them (pace's `Len`, the maps' length, counted after the %d later decisions); the x/time/rate maps here have no eviction, as written in most services: x/time/rate leaves it to the caller.\n", bench.IdleTraffic)
+	fmt.Fprintf(w, "\nKeys held after the horizon are counted where the limiter can count them (pace's `Len`, the maps' length), after the %s later decisions. The x/time/rate maps here have no eviction, as most services write them: x/time/rate leaves eviction to the caller. throttled's memstore keeps keys until its LRU is full.\n", thousands(bench.IdleTraffic))
 }
 
 // failedDecisions returns the number of failed benchmarks of impl and a

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -41,7 +42,7 @@ type options struct {
 	out       string
 	redis     string
 	keys      int
-	wait      time.Duration
+	horizon   time.Duration
 	save      string
 	from      string
 }
@@ -57,10 +58,10 @@ func main() {
 	flag.IntVar(&o.keys, "keys", 1_000_000, "keys for the memory measurement")
 	flag.StringVar(&o.save, "save", "", "also save what was measured to this JSON file")
 	flag.StringVar(&o.from, "from", "", "write the page from a file of -save instead of measuring")
-	flag.DurationVar(&o.wait, "wait", 3*time.Second, "idle time before the memory is measured again (beyond the 1 s horizon and the 1 s sweeps)")
+	flag.DurationVar(&o.horizon, "horizon", 30*time.Second, "the memory measurement's horizon: one event per horizon per key, and an idle wait of two horizons")
 	flag.Parse()
 	if *child != "" {
-		if err := memoryChild(*child, o.keys, o.wait); err != nil {
+		if err := memoryChild(*child, o.keys, o.horizon); err != nil {
 			fmt.Fprintln(os.Stderr, "report:", err)
 			os.Exit(1)
 		}
@@ -70,7 +71,7 @@ func main() {
 		setDefault("count", &o.count, 1)
 		setDefault("benchtime", &o.benchtime, "1x")
 		setDefault("keys", &o.keys, 10_000)
-		setDefault("wait", &o.wait, 2500*time.Millisecond)
+		setDefault("horizon", &o.horizon, time.Second)
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -95,7 +96,7 @@ type record struct {
 	Count     int
 	Benchtime string
 	Keys      int
-	Wait      time.Duration
+	Horizon   time.Duration
 	Machine   machine
 	Versions  map[string]string
 	Rounds    []string // the benchmark binary's output, one per run
@@ -167,7 +168,7 @@ func run(o options) error {
 
 // measure builds and runs the benchmarks and measures the memory.
 func measure(o options, benchDir string) (record, error) {
-	rec := record{Command: commandLine(), Short: o.short, Count: o.count, Benchtime: o.benchtime, Keys: o.keys, Wait: o.wait, Machine: describeMachine()}
+	rec := record{Command: commandLine(), Short: o.short, Count: o.count, Benchtime: o.benchtime, Keys: o.keys, Horizon: o.horizon, Machine: describeMachine()}
 	start := time.Now()
 	tmp, err := os.MkdirTemp("", "pace-bench-")
 	if err != nil {
@@ -212,7 +213,7 @@ func measure(o options, benchDir string) (record, error) {
 		}
 		rec.Rounds = append(rec.Rounds, out.String())
 	}
-	logf("measuring memory: %d keys, then %v idle", o.keys, o.wait)
+	logf("measuring memory: %d keys, one event per %v", o.keys, o.horizon)
 	if rec.Memory, err = measureMemory(o); err != nil {
 		return rec, err
 	}
@@ -265,55 +266,71 @@ func checkPace(rs *results, redis bool) error {
 }
 
 // measureMemory measures every in-process implementation, each in a child
-// process of its own (all at once under -short: the heap of one process is
-// not the other's).
+// process of its own. The next child starts when the previous one has
+// decided on its keys and waits (the heap of one process is not the
+// other's, but the flood of keys must not share the cores).
 func measureMemory(o options) (map[string]bench.Memory, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	impls := bench.Local()
-	type answer struct {
+	type child struct {
 		name string
-		m    bench.Memory
-		err  error
+		cmd  *exec.Cmd
+		out  *bufio.Reader
+		err  bytes.Buffer
 	}
-	answers := make(chan answer, len(impls))
-	measure := func(impl bench.Impl) {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(self, "-memory-child", impl.Name, "-keys", fmt.Sprint(o.keys), "-wait", o.wait.String())
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		a := answer{name: impl.Name}
-		if err := cmd.Run(); err != nil {
-			a.err = fmt.Errorf("memory of %s: %v: %s", impl.Name, err, strings.TrimSpace(errOut.String()))
-		} else if err := json.Unmarshal(out.Bytes(), &a.m); err != nil {
-			a.err = fmt.Errorf("memory of %s: %w", impl.Name, err)
+	var children []*child
+	defer func() {
+		for _, c := range children {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
 		}
-		answers <- a
+	}()
+	failed := func(c *child, err error) error {
+		return fmt.Errorf("memory of %s: %v: %s", c.name, err, strings.TrimSpace(c.err.String()))
 	}
-	for _, impl := range impls {
-		if o.short {
-			go measure(impl)
-		} else {
-			measure(impl)
+	for _, impl := range bench.Local() {
+		c := &child{name: impl.Name}
+		c.cmd = exec.Command(self, "-memory-child", impl.Name, "-keys", fmt.Sprint(o.keys), "-horizon", o.horizon.String())
+		c.cmd.Stderr = &c.err
+		stdout, err := c.cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		c.out = bufio.NewReader(stdout)
+		if err := c.cmd.Start(); err != nil {
+			return nil, err
+		}
+		children = append(children, c)
+		if line, err := c.out.ReadString('\n'); err != nil || line != floodedLine {
+			return nil, failed(c, fmt.Errorf("%q, %v", line, err))
 		}
 	}
 	mem := map[string]bench.Memory{}
-	for range impls {
-		a := <-answers
-		if a.err != nil {
-			return nil, a.err
+	for _, c := range children {
+		var m bench.Memory
+		if err := json.NewDecoder(c.out).Decode(&m); err != nil {
+			return nil, failed(c, err)
 		}
-		mem[a.name] = a.m
+		if err := c.cmd.Wait(); err != nil {
+			return nil, failed(c, err)
+		}
+		mem[c.name] = m
 	}
+	children = nil
 	return mem, nil
 }
 
-// memoryChild measures one implementation and prints the result as JSON.
-func memoryChild(name string, keys int, wait time.Duration) error {
+// floodedLine is what a memory child prints once its keys are decided on.
+const floodedLine = "flooded\n"
+
+// memoryChild measures one implementation, prints floodedLine when its keys
+// are decided on, then the result as JSON.
+func memoryChild(name string, keys int, horizon time.Duration) error {
 	for _, impl := range bench.Local() {
 		if impl.Name == name {
-			m, err := bench.MeasureMemory(impl, keys, wait)
+			m, err := bench.MeasureMemory(impl, keys, horizon, func() { os.Stdout.WriteString(floodedLine) })
 			if err != nil {
 				return err
 			}

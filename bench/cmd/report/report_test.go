@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratepace/pace/bench"
 )
@@ -102,7 +103,7 @@ func TestMedian(t *testing.T) {
 // chart is well-formed XML, and every implementation has its column.
 func TestDocument(t *testing.T) {
 	rec := record{Command: "go run ./bench/cmd/report", Count: 2, Benchtime: "1x", Rounds: runs,
-		Memory: map[string]bench.Memory{"pace": {Keys: 10, Held: 10, Live: 330, Idle: 0, Len: 0}}}
+		Memory: map[string]bench.Memory{"pace": {Keys: 10, Held: 10, Live: 330, Idle: 0, Len: 0, Flood: time.Millisecond}}}
 	d := document{rec: rec, rs: parsed(t)}
 	md := string(d.markdown())
 	for _, impl := range bench.Local() {
