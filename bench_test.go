@@ -77,7 +77,10 @@ func (f *flood) at(i int) (*pace.Pace, string) {
 
 type op func(p *pace.Pace, key string) bool
 
-func reserve(p *pace.Pace, key string) bool { return p.Reserve(key).OK() }
+func reserve(p *pace.Pace, key string) bool {
+	r := p.Reserve(key)
+	return r.OK()
+}
 
 func reserveReturn(p *pace.Pace, key string) bool {
 	r := p.Reserve(key)

@@ -44,7 +44,7 @@ func NewBucket(capacity, perSecond, cost float64) (Bucket, error) {
 	case !finitePositive(perSecond):
 		return Bucket{}, invalid("rate %v per second is not a positive finite number", perSecond)
 	case !(cost >= 0) || math.IsInf(cost, 1):
-		return Bucket{}, invalid("cost %v is not a finite number ≥ 0", cost)
+		return Bucket{}, invalid("cost %v is not a finite number >= 0", cost)
 	case cost > capacity:
 		return Bucket{}, invalid("cost %v exceeds capacity %v", cost, capacity)
 	}
@@ -78,8 +78,12 @@ func (b Bucket) Tolerance() time.Duration { return b.tolerance }
 // Take decides one take at now from a bucket whose TAT is tat. When it fits,
 // ok is true and next is the new TAT. When it does not, ok is false, next is
 // tat unchanged, and wait is the exact time after now at which the same take
-// would fit. A tat before now is a full bucket.
+// would fit. A tat before now is a full bucket. The zero Bucket refuses
+// every take, with a wait of about 73 years.
 func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool) {
+	if b.tolerance == 0 {
+		return tat, maxTolerance, false // the zero Bucket: nothing ever fits
+	}
 	base := max(tat, now)
 	debt := base - now + b.interval
 	if debt > b.tolerance {
@@ -88,28 +92,60 @@ func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool)
 	return base + b.interval, 0, true
 }
 
-// Refund gives back the take that moved the TAT to reserved, at now, to a
-// bucket whose TAT is now tat, and returns the new TAT. It gives back only
-// the part of that take the bucket has not already refilled: all of it when
-// the take is still wholly in the future (at once, say), the part after now
-// when the bucket has refilled into it since, and nothing when the bucket has
-// refilled past it (later takes are then not the refunded one's to give
-// back). So a refund leaves the bucket exactly as if the take had not been
-// made, whether other takes came in between or not, and never above full:
-// the result is never before now, and full reports whether the bucket is now
-// full (so its row can be dropped).
-func (b Bucket) Refund(tat, reserved, now time.Duration) (next time.Duration, full bool) {
-	give := min(b.interval, max(reserved-now, 0))
+// Refund gives back, at now, one take of this shape to a bucket whose TAT is
+// now tat, and returns the new TAT. The take was decided at taken and moved
+// the TAT to reserved.
+//
+// It gives back only the part of the take the bucket has not refilled by now
+// (later takes by others are theirs, not this take's to give back), so the
+// takes that are kept never exceed the shape's rate and capacity in any
+// window, whatever the order and timing of refunds. Where the take's refill
+// ends depends on what was given back since it was made:
+//
+//   - intact reports that no take of this bucket has been given back out of
+//     order (reordered, below) since this one was made. Then the take's refill
+//     still ends at reserved, and Refund gives back its part after now: all of
+//     it while it lies wholly ahead (at once, say), nothing once the bucket
+//     has refilled past it. This is exact.
+//   - Otherwise an earlier take given back since may have moved this one's
+//     place earlier by an amount the bucket cannot know; Refund assumes the
+//     earliest place it can have, starting at taken, and gives back only what
+//     is left of one interval after taken. At once that is still all of it;
+//     later it may be less than exact, never more.
+//
+// A take that is intact and still ahead of now always has tat ≥ reserved, so
+// an intact refund finding tat below reserved is a second refund of the same
+// take, and gives nothing. The result is never before now (never above full);
+// full reports whether the bucket is full, so its row can be dropped.
+// reordered reports whether the refund gave back a take that was not the
+// latest: later takes may have moved, and the caller must treat every take of
+// this bucket outstanding now as not intact from here on.
+func (b Bucket) Refund(tat, taken, reserved, now time.Duration, intact bool) (next time.Duration, full, reordered bool) {
+	end := taken + b.interval // the earliest the take's refill can end
+	if intact {
+		if tat < reserved && reserved > now {
+			return tat, tat <= now, false // given back already
+		}
+		end = reserved
+	}
+	give := min(b.interval, max(end-now, 0))
+	if give == 0 {
+		return tat, tat <= now, false
+	}
+	reordered = !intact || tat != reserved
 	next = tat - give
 	if next <= now {
-		return now, true
+		return now, true, reordered
 	}
-	return next, false
+	return next, false, reordered
 }
 
 // Remaining reports how many whole takes still fit at now in a bucket whose
 // TAT is tat.
 func (b Bucket) Remaining(tat, now time.Duration) int {
+	if b.tolerance == 0 {
+		return 0 // the zero Bucket
+	}
 	if b.interval == 0 {
 		return math.MaxInt
 	}
@@ -118,4 +154,48 @@ func (b Bucket) Remaining(tat, now time.Duration) int {
 		return 0
 	}
 	return int(free / b.interval)
+}
+
+// TakeAll decides one take of every shape at now, all or nothing: the state
+// of a key limited by several shapes at once (20 a second and 1000 an hour,
+// say). tats[i] is shape i's arrival time. When every shape fits, ok is true
+// and next[i] is shape i's new arrival time; otherwise ok is false, next[i] is
+// tats[i] unchanged, and wait is the time after now at which every shape
+// fits. len(tats) and len(next) must equal len(shapes), at most MaxShapes.
+func TakeAll(shapes []Bucket, tats, next []time.Duration, now time.Duration) (wait time.Duration, ok bool) {
+	ok = true
+	for i, b := range shapes {
+		n, w, fits := b.Take(tats[i], now)
+		next[i], wait, ok = n, max(wait, w), ok && fits
+	}
+	if !ok {
+		copy(next, tats)
+		return wait, false
+	}
+	return 0, true
+}
+
+// RemainingAll reports the whole takes that still fit every shape at now,
+// and the time after now until every shape is full.
+func RemainingAll(shapes []Bucket, tats []time.Duration, now time.Duration) (remaining int, reset time.Duration) {
+	remaining = math.MaxInt
+	for i, b := range shapes {
+		remaining = min(remaining, b.Remaining(tats[i], now))
+		reset = max(reset, tats[i]-now)
+	}
+	return remaining, reset
+}
+
+// RefundAll gives back, at now, the take that receipt r describes, shape by
+// shape with Refund, to a key whose arrival times are tats, writing the new
+// ones to next. intact reports that the key's reorder count still equals
+// r.Gen. reordered reports whether any shape's refund reordered (the key's
+// reorder count must then be raised), and full whether every shape is full.
+func RefundAll(shapes []Bucket, tats, next []time.Duration, r Receipt, now time.Duration, intact bool) (full, reordered bool) {
+	full = true
+	for i, b := range shapes {
+		n, f, re := b.Refund(tats[i], r.At, r.Reserved[i], now, intact)
+		next[i], full, reordered = n, full && f, reordered || re
+	}
+	return full, reordered
 }

@@ -81,18 +81,22 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 // Reserve debits one event from key's bucket and reports, in the returned
 // Reservation, whether it fitted. A refused reservation debits nothing. Any
 // string is a key, the empty one included; only a 64-bit hash of it is kept.
+//
+// Reserve-then-Return suits checks that take microseconds. When the check
+// that may lead to Return is slow (a password hash, a remote call), forgers
+// naming a client keep its events reserved while they are checked; use Peek
+// before the check and Reserve or Allow after it instead.
 func (p *Pace) Reserve(key string) Reservation {
 	h := p.t.hash(key)
 	now := p.t.now()
-	tat, wait, ok := p.t.take(h, p.b, now)
-	r := Reservation{p: p, key: h, at: now, d: -wait}
-	if ok {
-		r.d = tat - now // at least one interval: above zero
-	}
+	tat, wait, gen, ok := p.t.take(h, p.b, now)
 	if p.obs != nil {
 		p.obs.Reserved(ok)
 	}
-	return r
+	if !ok {
+		return Reservation{p: p, key: h, at: now, d: -wait}
+	}
+	return Reservation{p: p, key: h, at: now, d: tat - now, gen: gen} // d is at least one interval
 }
 
 // Allow reports whether key may make one more event now, and debits it if
@@ -100,6 +104,20 @@ func (p *Pace) Reserve(key string) Reservation {
 func (p *Pace) Allow(key string) bool {
 	r := p.Reserve(key)
 	return r.d > 0
+}
+
+// Peek reports whether one event would fit key's bucket now, without
+// debiting anything, and when it would not, the time until it would. It is
+// the cheap first step of deciding after a slow check: Peek, refuse at once
+// if it reports false, run the check, then Reserve (or Allow) only for a
+// presentation that passed, and refuse if that take no longer fits. A
+// presentation that fails its check then never holds any of the key's pace,
+// however long the check takes and however many are in flight. Peek writes
+// nothing and never fails open: its answer may be stale by the time of the
+// take, which is why the take decides.
+func (p *Pace) Peek(key string) (ok bool, retryAfter time.Duration) {
+	_, wait, ok := p.t.peek(p.t.hash(key), p.b, p.t.now())
+	return ok, time.Duration(wait)
 }
 
 // Len reports the number of live rows: keys whose bucket was not full when
@@ -114,31 +132,45 @@ func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interv
 func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
 
 // Reservation is the outcome of Pace.Reserve: a small value that does not
-// allocate. Its methods are not safe for concurrent use on the same variable;
-// copies share nothing but the Pace, so returning a copy returns the event
-// again.
+// allocate. Its methods are not safe for concurrent use on the same variable.
+//
+// A Reservation must not be copied: go vet's copylocks check reports copies.
+// Return disarms the variable it is called on, not its copies. A second
+// Return through a copy is still caught, and gives nothing, when the first
+// gave back the key's latest event or was the shard's latest out-of-order
+// return; a copy returned after other out-of-order returns in between may
+// give the event back twice.
 type Reservation struct {
+	_   noCopy
 	p   *Pace
 	key uint64
 	at  int64 // the clock reading of the decision
 	// d > 0: admitted, and the debt the take left (its arrival time is at+d);
 	// d < 0: refused, and -d is the wait until one event fits;
 	// d = 0: the zero Reservation, or one already returned.
-	d int64
+	d   int64
+	gen uint64 // the shard's reorder count before the take (see Bucket.Refund)
 }
 
+// noCopy makes go vet's copylocks check report copies of the struct that
+// holds it. It takes no space.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
 // OK reports whether the event was admitted (and debited).
-func (r Reservation) OK() bool { return r.d > 0 }
+func (r *Reservation) OK() bool { return r.d > 0 }
 
 // RetryAfter reports 0 when the reservation was admitted; when it was
 // refused, the exact time after the decision at which one event fits.
-func (r Reservation) RetryAfter() time.Duration {
+func (r *Reservation) RetryAfter() time.Duration {
 	return time.Duration(max(-r.d, 0))
 }
 
 // Remaining reports how many whole events the key had left just after the
 // decision: for a RateLimit-Remaining header. It is 0 when refused.
-func (r Reservation) Remaining() int {
+func (r *Reservation) Remaining() int {
 	if r.d <= 0 {
 		return 0
 	}
@@ -149,17 +181,21 @@ func (r Reservation) Remaining() int {
 // made. Called at once, it refunds the whole event. Called later, it refunds
 // what the bucket has not refilled of it since: time that has passed still
 // refills the bucket, and events taken in between by others are theirs, not
-// this reservation's to give back (see Bucket.Refund). It never lifts the
-// bucket above full. It does nothing on a refused reservation, on the zero
-// Reservation, or when called a second time on the same variable.
+// this reservation's to give back. Whatever the order and timing of returns,
+// the events kept never exceed the pace in any window; when another
+// reservation of the same shard was returned out of order since this one was
+// made, a late Return may give back less than exactly (see Bucket.Refund).
+// It never lifts the bucket above full. It does nothing on a refused
+// reservation, on the zero Reservation, or when called a second time on the
+// same variable.
 func (r *Reservation) Return() {
 	if r.d <= 0 {
 		return
 	}
-	tat := r.at + r.d
+	reserved := r.at + r.d
 	r.d = 0
 	p := r.p
-	if p.t.refund(r.key, p.b, tat, p.t.now()) && p.obs != nil {
+	if p.t.refund(r.key, p.b, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
 		p.obs.Returned()
 	}
 }

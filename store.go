@@ -189,7 +189,7 @@ func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl ti
 		return invalid("sustained %d < 1", sustained)
 	}
 	if ceiling < sustained || ceiling-sustained > sustained { // not 2*sustained: that overflows
-		return invalid("ceiling %d outside [sustained, 2 × sustained] for sustained %d", ceiling, sustained)
+		return invalid("ceiling %d outside [sustained, 2*sustained] for sustained %d", ceiling, sustained)
 	}
 	if burstBudget < 0 {
 		return invalid("negative burst budget %v", burstBudget)
@@ -210,4 +210,42 @@ func validateSlotTTL(ttl time.Duration) error {
 		return invalid("slot ttl %v must be above zero", ttl)
 	}
 	return nil
+}
+
+// MaxShapes is the most bucket shapes one Store.Take may apply to a key.
+const MaxShapes = 4
+
+// Grant is the outcome of a take of several bucket shapes at one key, all or
+// nothing (see TakeAll): what a Store that shares Pace's semantics across
+// processes reports. It is a small value that does not allocate.
+type Grant struct {
+	// OK reports whether the take fitted every shape and was debited from
+	// all of them; a refused take debits none.
+	OK bool
+	// RetryAfter is 0 when OK; when refused, the time after the decision
+	// at which the same take fits every shape.
+	RetryAfter time.Duration
+	// Remaining is the number of whole takes left after the decision in the
+	// tightest shape; 0 when refused.
+	Remaining int
+	// Reset is the time after the decision until every shape is full
+	// again (0 for a key that holds no debt).
+	Reset time.Duration
+	// Receipt is what a refund of this take needs; the zero Receipt when
+	// refused.
+	Receipt Receipt
+}
+
+// Receipt identifies one admitted take to a refund (see RefundAll). Its
+// times are the store's clock, as durations since an epoch the store
+// chooses (the Unix epoch for the Redis and PostgreSQL stores).
+type Receipt struct {
+	// At is the store's clock reading at the decision.
+	At time.Duration
+	// Gen is the key's reorder count before the take: the refund is exact
+	// only while no take of the key has been given back out of order since.
+	Gen uint64
+	// Reserved holds, for each shape in order, the arrival time the take
+	// moved it to.
+	Reserved [MaxShapes]time.Duration
 }

@@ -53,13 +53,24 @@ const (
 type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
-	_         [48]byte     // keep the read-mostly words apart from the written ones
+	// reorders counts the refunds that gave back a take that was not its
+	// bucket's latest (see Bucket.Refund); a take outstanding since an
+	// earlier count is no longer intact. Written under mu, after the refund.
+	reorders atomic.Uint64
+	_        [40]byte // keep the read-mostly words apart from the written ones
 
 	mu    sync.Mutex
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
 	used  int          // slots with a key, live or deleted; guarded by mu
 	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
-	_     [32]byte
+	// last is the take given back by the latest reordering refund, so that a
+	// second refund of it (through a copy of its Reservation) gives nothing;
+	// guarded by mu.
+	last struct {
+		key             uint64
+		taken, reserved int64
+	}
+	_ [8]byte
 }
 
 // slotTable is an open-addressing table with linear probing. A slot's key is
@@ -128,18 +139,25 @@ func (t *Buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)]
 // would. A refused take changes nothing.
 func (t *Buckets) Take(key string, b Bucket) (ok bool, wait time.Duration) {
 	t.widen(b)
-	_, w, ok := t.take(t.hash(key), b, t.now())
+	_, w, _, ok := t.take(t.hash(key), b, t.now())
 	return ok, time.Duration(w)
 }
 
-// Forget drops the bucket at key, as if it were full.
+// Forget drops the bucket at key, as if it were full. It is atomic: a take
+// racing with it decides either before (and is forgotten with the rest) or
+// after (on a full bucket).
 func (t *Buckets) Forget(key string) {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s := sh.find(h); s != nil {
-		sh.drop(s, s.Load())
+		// Takes change a live slot without the lock: retry until the swap
+		// wins. Each failed swap is a take that succeeded, so this ends.
+		// Under mu the slot is never moved, and only mu holders write a
+		// deleted one.
+		for v := s.Load(); v > deleted && !sh.drop(s, v); v = s.Load() {
+		}
 	}
 }
 
@@ -177,23 +195,28 @@ func (t *Buckets) widen(b Bucket) {
 }
 
 // take decides one take of shape b for the key hashed to h at now. When ok,
-// tat is the new arrival time; when not, wait is the time until the take
-// would fit, and nothing was written.
-func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, ok bool) {
+// tat is the new arrival time and gen the shard's reorder count before the
+// take (for refund); when not, wait is the time until the take would fit, and
+// nothing was written.
+func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint64, ok bool) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
 	}
 	for {
+		// Read before the slot: a reorder whose refund lands after this
+		// take's swap is counted after it too, so this take is then not
+		// intact; one that landed before is already in the slot.
+		gen = sh.reorders.Load()
 		if s := sh.find(h); s != nil {
 			v := s.Load()
 			if v > deleted {
 				next, w, ok := b.Take(time.Duration(v), time.Duration(now))
 				if !ok {
-					return v, int64(w), false
+					return v, int64(w), gen, false
 				}
 				if s.CompareAndSwap(v, int64(next)) {
-					return int64(next), 0, true
+					return int64(next), 0, gen, true
 				}
 				continue
 			}
@@ -202,46 +225,76 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 				continue
 			}
 		}
+		if b.tolerance == 0 {
+			return 0, int64(maxTolerance), gen, false // the zero Bucket refuses even when full
+		}
 		if tat, done := t.insert(sh, h, b, now); done {
-			return tat, 0, true
+			return tat, 0, gen, true
 		}
 	}
 }
 
-// refund gives back the take of shape b that moved the bucket hashed to h to
-// the arrival time reserved (see Bucket.Refund), at now, and drops the row if
-// that leaves the bucket full. It reports whether anything was given back.
-func (t *Buckets) refund(h uint64, b Bucket, reserved, now int64) bool {
+// peek decides one take of shape b for the key hashed to h at now, as take
+// would, but writes nothing.
+func (t *Buckets) peek(h uint64, b Bucket, now int64) (tat, wait int64, ok bool) {
 	sh := t.shardOf(h)
 	for {
-		s := sh.find(h)
-		if s == nil {
-			return false
+		v := now // absent or deleted: a full bucket
+		if s := sh.find(h); s != nil {
+			switch x := s.Load(); {
+			case x == moved:
+				sh.waitRebuild()
+				continue
+			case x > deleted:
+				v = x
+			}
 		}
+		next, w, ok := b.Take(time.Duration(v), time.Duration(now))
+		return int64(next), int64(w), ok
+	}
+}
+
+// refund gives back, at now, the take of shape b decided at taken that moved
+// the bucket hashed to h to reserved, when the shard's reorder count was gen
+// (see Bucket.Refund), and drops the row if that leaves the bucket full. It
+// reports whether anything was given back.
+//
+// Refunds run under the shard lock, so each one sees the reorder count left
+// by every refund before it; takes stay lock-free and race only on the slot.
+func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, now int64) bool {
+	sh := t.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.find(h) // no rebuild can run while mu is held: never moved
+	if s == nil {
+		return false
+	}
+	intact := sh.reorders.Load() == gen
+	if !intact && sh.last.key == h && sh.last.taken == taken && sh.last.reserved == reserved {
+		return false // given back already, through a copy
+	}
+	for {
 		v := s.Load()
-		switch {
-		case v == deleted:
+		if v == deleted {
 			return false
-		case v == moved:
-			sh.waitRebuild()
+		}
+		next, full, reordered := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), intact)
+		gave := int64(next) != v
+		switch {
+		case full:
+			if !sh.drop(s, v) {
+				continue // a take moved the slot: decide again
+			}
+		case !gave:
+			return false
+		case !s.CompareAndSwap(v, int64(next)):
 			continue
 		}
-		next, full := b.Refund(time.Duration(v), time.Duration(reserved), time.Duration(now))
-		if !full {
-			if int64(next) == v {
-				return false
-			}
-			if s.CompareAndSwap(v, int64(next)) {
-				return true
-			}
-			continue
+		if reordered {
+			sh.last.key, sh.last.taken, sh.last.reserved = h, taken, reserved
+			sh.reorders.Add(1)
 		}
-		sh.mu.Lock()
-		dropped := sh.drop(s, v)
-		sh.mu.Unlock()
-		if dropped {
-			return true
-		}
+		return gave
 	}
 }
 

@@ -163,7 +163,10 @@ func BenchmarkPaceReserve(b *testing.B) {
 		for _, k := range keys {
 			p.Allow(k)
 		}
-		return func(b *testing.B, k string) bool { return p.Reserve(k).OK() }
+		return func(b *testing.B, k string) bool {
+			r := p.Reserve(k)
+			return r.OK()
+		}
 	})
 }
 

@@ -35,7 +35,32 @@ func (c *fakeClock) After(d time.Duration) (<-chan time.Time, func()) {
 	w := fakeWaiter{at: c.now.Add(d), c: make(chan time.Time, 1)}
 	c.waiters = append(c.waiters, w)
 	c.added <- struct{}{}
-	return w.c, func() {}
+	return w.c, func() { c.stop(w.c) }
+}
+
+// stop forgets the timer whose channel is ch, if it has not fired.
+func (c *fakeClock) stop(ch chan time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.waiters {
+		if w.c == ch {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// Next returns the earliest deadline of the timers not yet fired.
+func (c *fakeClock) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	for _, w := range c.waiters {
+		if next.IsZero() || w.at.Before(next) {
+			next = w.at
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // Advance moves the clock by d and fires the waiters that are due.

@@ -153,11 +153,12 @@ type Pacer struct {
 	others      float64   // R_o, the other clients' current calls per second
 	hist        history   // when the others' counted calls arrived
 	ctlAt       time.Time // start of the current control period
-	waitedUntil time.Time // the latest slot for which a caller had to wait
+	waitedUntil time.Time // the latest slot outside the queue for which a caller had to wait
 
-	last    time.Time   // the latest slot handed out
+	last    time.Time   // the latest slot handed out outside the queue
 	hold    time.Time   // no slot before this (Retry-After, plus jitter)
-	pending []time.Time // slots handed out and not yet observed
+	pending []time.Time // slots handed out outside the queue and not yet observed
+	queue   queue       // the callers blocked in Wait and their slots
 	own     []time.Time // this client's counted calls within the window
 	strikes int         // consecutive refusals without Retry-After
 }
@@ -183,10 +184,15 @@ func New(opts ...Option) *Pacer {
 }
 
 // Wait blocks until the next call may go, and books that slot. It returns
-// nil when the caller may proceed, ctx.Err() as soon as the context ends
-// (the slot is then given back if nobody booked after it), and an error
-// matching ErrWouldExceedDeadline and context.DeadlineExceeded, without
-// waiting, when the context's deadline comes before the slot.
+// nil when the caller may proceed, ctx.Err() as soon as the context ends,
+// and an error matching ErrWouldExceedDeadline and
+// context.DeadlineExceeded, without waiting longer, when the context's
+// deadline comes before the slot.
+//
+// Waiting callers queue in arrival order. A signal that moves slots later
+// (a Retry-After, a rate cut, a full window) moves the slots of the
+// callers already waiting too; a caller that gives up gives its slot
+// back, and the callers behind it move up, as if it had never waited.
 func (p *Pacer) Wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -194,28 +200,88 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	p.mu.Lock()
 	now := p.nowLocked()
 	slot := p.slotLocked(now)
-	if dl, ok := ctx.Deadline(); ok && slot.After(now) && dl.Before(slot) {
+	if !slot.After(now) {
+		p.bookLocked(now, slot)
 		p.mu.Unlock()
-		return errors.Join(ErrWouldExceedDeadline, context.DeadlineExceeded)
+		return nil
 	}
-	prev := p.bookLocked(now, slot)
+	if beyondDeadline(ctx, slot) {
+		p.mu.Unlock()
+		return errWouldExceedDeadline()
+	}
+	w := &waiter{turn: make(chan struct{}, 1)}
+	head := p.queue.push(w, slot)
 	p.mu.Unlock()
+	if !head {
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			p.leave(w)
+			return ctx.Err()
+		}
+	}
+	return p.waitHead(ctx, w)
+}
 
-	d := slot.Sub(now)
-	if d <= 0 {
-		return nil
-	}
-	c, stop := p.clock.After(d)
-	defer stop()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
+// waitHead sleeps until the first slot of the queue, w being its head,
+// and takes that slot. The slot may move later while w sleeps; w then
+// sleeps again.
+func (p *Pacer) waitHead(ctx context.Context, w *waiter) error {
+	for {
 		p.mu.Lock()
-		p.unbookLocked(slot, prev)
+		now := p.nowLocked()
+		slot := p.queue.first()
+		if !slot.After(now) {
+			_, next := p.queue.pop()
+			p.bookLocked(now, slot)
+			if slot.After(p.waitedUntil) {
+				p.waitedUntil = slot // it had to wait for it
+			}
+			p.mu.Unlock()
+			next.wake()
+			return nil
+		}
+		if beyondDeadline(ctx, slot) {
+			next := p.queue.leave(w)
+			p.mu.Unlock()
+			next.wake()
+			return errWouldExceedDeadline()
+		}
 		p.mu.Unlock()
-		return ctx.Err()
+		c, stop := p.clock.After(slot.Sub(now))
+		select {
+		case <-c:
+		case <-ctx.Done():
+			stop()
+			p.leave(w)
+			return ctx.Err()
+		}
 	}
+}
+
+// leave takes w out of the queue, giving back the last slot, and wakes
+// the new head if w was the head.
+func (p *Pacer) leave(w *waiter) {
+	p.mu.Lock()
+	next := p.queue.leave(w)
+	p.mu.Unlock()
+	next.wake()
+}
+
+// wake tells w, nil or not, that it is now the head of the queue.
+func (w *waiter) wake() {
+	if w != nil {
+		w.turn <- struct{}{}
+	}
+}
+
+func beyondDeadline(ctx context.Context, slot time.Time) bool {
+	dl, ok := ctx.Deadline()
+	return ok && dl.Before(slot)
+}
+
+func errWouldExceedDeadline() error {
+	return errors.Join(ErrWouldExceedDeadline, context.DeadlineExceeded)
 }
 
 // Reserve books the next call and returns how long the caller must wait
@@ -282,6 +348,7 @@ func (p *Pacer) Observe(s Signal) {
 		if s.RetryAfter > 0 {
 			p.holdUntil(now.Add(s.RetryAfter), now)
 		}
+		p.replanLocked(now)
 		return
 	}
 	// Refused: cut the rate, and wait at least Retry-After; without one,
@@ -299,6 +366,23 @@ func (p *Pacer) Observe(s Signal) {
 		p.strikes++
 	}
 	p.holdUntil(now.Add(wait), now)
+	p.replanLocked(now)
+}
+
+// replanLocked moves the slots of the callers waiting in Wait later where
+// what the Pacer now knows forbids them: none before the hold or the
+// barrier, and each at least a gap after the one before. A slot never
+// moves earlier here. Only the head sleeps on the clock; it finds its new
+// slot when it wakes.
+func (p *Pacer) replanLocked(now time.Time) {
+	if p.queue.len() == 0 {
+		return
+	}
+	from := now.Add(p.barrier(now))
+	if from.Before(p.hold) {
+		from = p.hold
+	}
+	p.queue.replan(from, p.gap(now))
 }
 
 // learn takes in a shared count observed at now: it updates the
@@ -402,7 +486,7 @@ func (p *Pacer) nowLocked() time.Time {
 func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.control(now)
 	p.prune(now)
-	slot := p.last.Add(p.gap(now))
+	slot := p.lastSlot().Add(p.gap(now))
 	if b := now.Add(p.barrier(now)); slot.Before(b) {
 		slot = b
 	}
@@ -412,27 +496,33 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	return slot
 }
 
-// bookLocked hands out slot and returns the previous latest slot, for
-// unbookLocked.
-func (p *Pacer) bookLocked(now, slot time.Time) time.Time {
-	prev := p.last
-	p.last = slot
+// bookLocked hands out slot outside the queue: to Reserve, to a Wait
+// that need not wait, or to the head of the queue when it goes.
+func (p *Pacer) bookLocked(now, slot time.Time) {
+	if slot.After(p.last) {
+		p.last = slot
+	}
 	if slot.After(now) {
 		p.waitedUntil = slot
 	}
 	p.pending = append(p.pending, slot)
-	return prev
 }
 
-// unbookLocked gives back slot if it is still the latest one handed out.
-func (p *Pacer) unbookLocked(slot, prev time.Time) {
-	if !p.last.Equal(slot) {
-		return
+// lastSlot is the latest slot handed out, in the queue or not.
+func (p *Pacer) lastSlot() time.Time {
+	if p.queue.len() > 0 && p.queue.last().After(p.last) {
+		return p.queue.last()
 	}
-	p.last = prev
-	if n := len(p.pending); n > 0 && p.pending[n-1].Equal(slot) {
-		p.pending = p.pending[:n-1]
+	return p.last
+}
+
+// waited is the latest slot for which a caller had to wait, or is
+// waiting: a caller that gave up waiting no longer counts.
+func (p *Pacer) waited() time.Time {
+	if p.queue.len() > 0 && p.queue.last().After(p.waitedUntil) {
+		return p.queue.last()
 	}
+	return p.waitedUntil
 }
 
 // prune forgets calls older than the window, and calls in flight for so
@@ -465,7 +555,7 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if age >= p.window {
 		return 0, true
 	}
-	u := p.used
+	u := p.used + float64(p.queue.countUntil(t))
 	for _, s := range p.pending {
 		if !s.After(t) {
 			u++
@@ -489,7 +579,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if p.limit <= 0 {
 		// Only the draft's "r calls within t" may be known: spread them.
 		if p.resetAt.After(now) {
-			left := p.remaining - float64(len(p.pending))
+			left := p.remaining - float64(len(p.pending)+p.queue.len())
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
 		}
@@ -583,7 +673,7 @@ func (p *Pacer) control(now time.Time) {
 			switch {
 			case x > target:
 				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
-			case !p.waitedUntil.Before(p.ctlAt):
+			case !p.waited().Before(p.ctlAt):
 				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods
 			}
 			p.clampRate()

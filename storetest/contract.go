@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -69,6 +71,7 @@ var subtests = []subtest{
 	{"ConcurrentAcquireSlotBurst", testConcurrentAcquireSlotBurst},
 	{"ConcurrentTokenBucket", testConcurrentTokenBucket},
 	{"ConcurrentAcquireRelease", testConcurrentAcquireRelease},
+	{"ConcurrentDeleteTokenBucket", testConcurrentDeleteTokenBucket},
 }
 
 // wantErr fails unless err wraps target.
@@ -887,4 +890,78 @@ func testConcurrentAcquireRelease(c *check) {
 	}
 	c.wantAcquire("k", limit, longTTL, false, limit)
 	c.wantAcquireBurst("k", limit, limit, 0, longTTL, false, limit)
+}
+
+// testConcurrentDeleteTokenBucket races Delete with takes on the same key:
+// a Delete is never lost. Each key first spends 1000 tokens; then one
+// goroutine deletes the keys one after another while another keeps taking
+// one token from the key being deleted (each Delete waits until a take on
+// its key has been admitted, so that the next one is under way). Whatever the order, the takes after
+// a Delete draw from a full bucket, so with n takes admitted on a key a take
+// of capacity − n − 1 fits (one token of margin for rounding); a Delete lost
+// to a racing take leaves 1000 fewer.
+func testConcurrentDeleteTokenBucket(c *check) {
+	const keys, capacity, spent = 100, 1 << 16, 1000
+	name := func(i int) string { return fmt.Sprintf("k%d", i) }
+	for i := range keys {
+		c.wantTake(name(i), capacity, perHour, spent, true)
+	}
+	admitted := make([]atomic.Int64, keys)
+	var cur atomic.Int64 // the key being deleted; keys when done
+	var stopped atomic.Bool
+	var mu sync.Mutex
+	var errs []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	race(2, func(g int) {
+		if g == 0 {
+			defer stopped.Store(true)
+			for i := cur.Load(); i < keys; i = cur.Load() {
+				ok, _, err := c.s.TokenBucket(c.ctx, c.key(name(int(i))), capacity, perHour, 1)
+				if err != nil {
+					fail("TokenBucket(%q, %d, %v, 1): %v; want no error", name(int(i)), capacity, perHour, err)
+					return
+				}
+				if ok {
+					admitted[i].Add(1)
+				}
+				runtime.Gosched() // on one core, let the deleter in
+			}
+			return
+		}
+		defer cur.Store(keys)
+		for i := range keys {
+			cur.Store(int64(i))
+			// Delete once the taker has reached this key, so that
+			// its next take is under way.
+			for admitted[i].Load() == 0 && !stopped.Load() {
+				runtime.Gosched()
+			}
+			if err := c.s.Delete(c.ctx, c.key(name(i))); err != nil {
+				fail("Delete(%q) = %v; want nil", name(i), err)
+				return
+			}
+		}
+	})
+	if len(errs) > 0 {
+		c.t.Fatalf("%s", strings.Join(errs, "; "))
+	}
+	lost := 0
+	for i := range keys {
+		n := admitted[i].Load()
+		cost := float64(capacity - n - 1)
+		if ok, _ := c.tokenBucket(name(i), capacity, perHour, cost); !ok {
+			if lost == 0 {
+				c.t.Errorf("TokenBucket(%q, %d, %v, %v) = false after a Delete racing %d admitted takes; want true: the Delete was lost",
+					name(i), capacity, perHour, cost, n)
+			}
+			lost++
+		}
+	}
+	if lost > 0 {
+		c.t.Errorf("%d of %d Deletes racing TokenBucket on their key were lost", lost, keys)
+	}
 }

@@ -176,6 +176,8 @@ var mutants = []mutant{
 		func(clk *fakeClock) pace.Store { return collide{mem(clk)} }},
 	{"DeleteKeepsBuckets", "Delete leaves the token bucket in place", "DeleteClearsAllNamespaces",
 		func(clk *fakeClock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
+	{"DeleteLosesRace", "Delete gives up when a take changes the bucket while it runs", "ConcurrentDeleteTokenBucket",
+		func(clk *fakeClock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
 	{"CloseDoesNothing", "Close does nothing", "Close",
 		func(clk *fakeClock) pace.Store { return closeNoop{mem(clk)} }},
 	{"IgnoresContext", "a canceled context is ignored", "ContextCanceled",
@@ -318,6 +320,45 @@ func (s deleteKeepsBuckets) TokenBucket(ctx context.Context, key string, capacit
 		return false, 0, err
 	}
 	return s.buckets.TokenBucket(ctx, key, capacity, rate, cost)
+}
+
+// deleteLosesRace deletes as a compare-and-swap done once: it reads the
+// version of the key's bucket, lets other goroutines run (as a round trip
+// would), and gives up, returning nil, when a take has changed the bucket
+// in the meantime.
+type deleteLosesRace struct {
+	pace.Store
+	mu       sync.Mutex
+	versions map[string]int
+}
+
+func (s *deleteLosesRace) version(key string, bump bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.versions == nil {
+		s.versions = make(map[string]int)
+	}
+	if bump {
+		s.versions[key]++
+	}
+	return s.versions[key]
+}
+
+func (s *deleteLosesRace) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
+	ok, retry, err := s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	if ok {
+		s.version(key, true)
+	}
+	return ok, retry, err
+}
+
+func (s *deleteLosesRace) Delete(ctx context.Context, key string) error {
+	v := s.version(key, false)
+	runtime.Gosched()
+	if s.version(key, false) != v {
+		return pace.ValidateKey(key)
+	}
+	return s.Store.Delete(ctx, key)
 }
 
 type closeNoop struct{ pace.Store }
