@@ -76,9 +76,11 @@ func runAll(b *testing.B, impls []Impl, loads []workload, s setup) {
 					if !admit && !refuses(impl, w) {
 						continue
 					}
+					var fx fixture
 					b.Run(w.name+"/"+path+"/"+mode+"/impl="+impl.Name, func(b *testing.B) {
-						run(b, impl, w, admit, parallel, s)
+						run(b, impl, w, admit, parallel, s, &fx)
 					})
+					fx.close(b)
 				}
 			}
 		}
@@ -92,10 +94,28 @@ func refuses(impl Impl, w workload) bool {
 	return !impl.Baseline && (impl.MaxKeys == 0 || w.keys <= impl.MaxKeys)
 }
 
+// A fixture is an instance with its keys, set up before the timer.
+type fixture struct {
+	d    Decider
+	keys []string
+}
+
+// close closes the fixture's instance, if it was set up.
+func (fx *fixture) close(b *testing.B) {
+	if fx.d != nil {
+		if err := fx.d.Close(); err != nil {
+			b.Error(err)
+		}
+		*fx = fixture{}
+	}
+}
+
 // run benchmarks one implementation on one workload, path and mode, and
 // fails unless every decision was the one the path is named after, without
-// error.
-func run(b *testing.B, impl Impl, w workload, admit, parallel bool, s setup) {
+// error. Outside the flood, the instance and its keys are set up at the
+// first of the benchmark's runs (one per b.N tried) and kept in fx for the
+// others: a decision under Admit or Refuse leaves every key on its path.
+func run(b *testing.B, impl Impl, w workload, admit, parallel bool, s setup, fx *fixture) {
 	b.ReportAllocs()
 	limit := Refuse
 	switch {
@@ -111,21 +131,29 @@ func run(b *testing.B, impl Impl, w workload, admit, parallel bool, s setup) {
 	}
 	ds := make([]Decider, rounds)
 	keys := make([][]string, rounds)
-	for r := range ds {
-		d, err := impl.New(limit)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			if err := d.Close(); err != nil {
-				b.Error(err)
+	if admit && w.flood {
+		for r := range ds {
+			d, err := impl.New(limit)
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-		ds[r] = d
-		keys[r] = keySet(b, d, w.keys)
-		if !w.flood || !admit {
-			prefill(b, d, keys[r], admit)
+			b.Cleanup(func() {
+				if err := d.Close(); err != nil {
+					b.Error(err)
+				}
+			})
+			ds[r], keys[r] = d, keySet(b, d, w.keys)
 		}
+	} else {
+		if fx.d == nil {
+			d, err := impl.New(limit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*fx = fixture{d: d, keys: keySet(b, d, w.keys)}
+			prefill(b, fx.d, fx.keys, admit)
+		}
+		ds[0], keys[0] = fx.d, fx.keys
 	}
 
 	var admitted, refused, failed atomic.Int64

@@ -12,15 +12,23 @@ import (
 
 // Chart geometry, in pixels.
 const (
-	chartWidth  = 960
+	chartWidth  = 1000
 	labelWidth  = 230 // the group names, left of the plot
 	plotRight   = 70  // room for the value right of the longest bar
 	barHeight   = 11
 	barGap      = 3
 	groupGap    = 14
 	chartTop    = 70 // title, subtitle and the axis labels
-	legendWidth = 150
+	legendWidth = 190
 )
+
+// runsOf returns "one run" or "N runs".
+func runsOf(n int) string {
+	if n == 1 {
+		return "one run"
+	}
+	return fmt.Sprintf("%d runs", n)
+}
 
 // palette colours the peers, in the order of bench.Local.
 var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"}
@@ -63,7 +71,7 @@ func (d *document) chart() []byte {
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		chartWidth, height, chartWidth, height)
 	p(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
-	p(`<text x="10" y="20" font-size="15" font-weight="bold">Time per decision, as a multiple of pace's (median of %d runs; log scale)</text>`+"\n", d.rec.Count)
+	p(`<text x="10" y="20" font-size="15" font-weight="bold">Time per decision, as a multiple of pace's (median of %s; log scale)</text>`+"\n", runsOf(d.rec.Count))
 	p(`<text x="10" y="38" fill="#555">Right of 1×: the peer takes longer than pace. %s</text>`+"\n", html.EscapeString(d.rec.Machine.CPU+", "+fmt.Sprint(d.rec.Machine.Cores)+" cores, "+d.rec.Machine.GoVersion))
 	// Grid lines and their labels, at every power of two.
 	plotBottom := height - 30

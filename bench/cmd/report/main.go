@@ -28,8 +28,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ratepace/pace/bench"
@@ -191,6 +193,13 @@ func measure(o options, benchDir string) (record, error) {
 		return rec, err
 	}
 	defer stop()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { // stop the private server on an interrupt too
+		<-sig
+		stop()
+		os.Exit(1)
+	}()
 	rec.RedisNote, rec.Redis = note, addr != ""
 	if addr == "" {
 		pattern = "^Benchmark(Local|HTTP)$"
