@@ -108,9 +108,10 @@ func FailClosedRetryAfter(d time.Duration) FailureOption {
 //     which normally wraps ctx.Err().
 //
 // Those errors are returned as they are. The other methods (ReleaseSlot,
-// RefreshSlot, ReleaseSlotBurst, RefreshSlotBurst, Get, Set, Delete) have no
-// decision to substitute: they get the timeout too, and return every error
-// unchanged, without calling the hook. Close closes s with the caller's ctx
+// RefreshSlot, ReleaseSlotBurst, RefreshSlotBurst, Get, Set, Delete, and
+// Take, TakeMany and Refund, whose caller Shared has a fallback of its own)
+// have no decision to substitute: they get the timeout too, and return every
+// error unchanged, without calling the hook. Close closes s with the caller's ctx
 // (no timeout) and makes every later call on the wrapper return an error
 // wrapping ErrClosed without reaching s; it is idempotent if s.Close is.
 //
@@ -310,6 +311,28 @@ func (f *failureStore) Get(ctx context.Context, key string) (value []byte, err e
 // Set forwards to the backend within the timeout.
 func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return f.forward(ctx, func(ctx context.Context) error { return f.s.Set(ctx, key, value, ttl) })
+}
+
+// Take forwards to the backend within the timeout, and returns its error
+// unchanged: a caller of Take (Shared) has its own fallback, so the policy
+// decides nothing in its place.
+func (f *failureStore) Take(ctx context.Context, key string, shapes []Bucket) (g Grant, err error) {
+	err = f.forward(ctx, func(ctx context.Context) error {
+		g, err = f.s.Take(ctx, key, shapes)
+		return err
+	})
+	return g, err
+}
+
+// TakeMany forwards to the backend within the timeout, and returns its error
+// unchanged, as Take does.
+func (f *failureStore) TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error {
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.TakeMany(ctx, keys, shapes, out) })
+}
+
+// Refund forwards to the backend within the timeout.
+func (f *failureStore) Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error {
+	return f.forward(ctx, func(ctx context.Context) error { return f.s.Refund(ctx, key, shapes, r) })
 }
 
 // Delete forwards to the backend within the timeout.

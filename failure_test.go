@@ -82,6 +82,24 @@ func (s *failingStore) Set(ctx context.Context, key string, value []byte, ttl ti
 	return s.err
 }
 
+func (s *failingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	s.calls.Add(1)
+	if s.err != nil {
+		return pace.Grant{}, s.err
+	}
+	return pace.Grant{OK: true, Remaining: 3}, nil
+}
+
+func (s *failingStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	s.calls.Add(1)
+	return s.err
+}
+
+func (s *failingStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	s.calls.Add(1)
+	return s.err
+}
+
 func (s *failingStore) Delete(ctx context.Context, key string) error {
 	s.calls.Add(1)
 	return s.err
@@ -122,6 +140,10 @@ func (s *hangingStore) AcquireSlot(ctx context.Context, key string, limit int64,
 
 func (s *hangingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return nil, s.wait(ctx)
+}
+
+func (s *hangingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	return pace.Grant{}, s.wait(ctx)
 }
 
 // hookCall is one call of a FailureHook.
@@ -382,8 +404,15 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Get reached the backend without a deadline", p)
 		}
+		// Take too: Shared, its caller, has its own fallback.
+		if g, err := s.Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v: Take on a hung backend = %+v, %v; want not OK, context.DeadlineExceeded", p, g, err)
+		}
+		if d := <-deadlines; d.IsZero() {
+			t.Errorf("%v: Take reached the backend without a deadline", p)
+		}
 		if calls := rec.take(); len(calls) != 0 {
-			t.Errorf("%v: hook calls for Get: %v", p, calls)
+			t.Errorf("%v: hook calls for Get and Take: %v", p, calls)
 		}
 	}
 }
@@ -413,7 +442,14 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 		backend := &failingStore{err: errBackendDown}
 		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
 		_, getErr := s.Get(ctx, "k")
+		g, takeErr := s.Take(ctx, "k", nil)
+		if g != (pace.Grant{}) {
+			t.Errorf("%v: Take on a failing backend = %+v; want the zero Grant", p, g)
+		}
 		for name, err := range map[string]error{
+			"Take":             takeErr,
+			"TakeMany":         s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)),
+			"Refund":           s.Refund(ctx, "k", nil, pace.Receipt{}),
 			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
 			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
 			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
@@ -426,8 +462,8 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackendDown)
 			}
 		}
-		if n := backend.calls.Load(); n != 7 {
-			t.Errorf("%v: backend calls = %d; want 7", p, n)
+		if n := backend.calls.Load(); n != 10 {
+			t.Errorf("%v: backend calls = %d; want 10", p, n)
 		}
 		if calls := rec.take(); len(calls) != 0 {
 			t.Errorf("%v: hook calls for methods without a policyDecision: %v", p, calls)
@@ -457,6 +493,15 @@ func TestFailurePolicyClose(t *testing.T) {
 	}
 	if err := s.ReleaseSlot(ctx, "k"); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("ReleaseSlot after Close = %v; want ErrClosed", err)
+	}
+	if _, err := s.Take(ctx, "k", nil); !errors.Is(err, pace.ErrClosed) {
+		t.Errorf("Take after Close = %v; want ErrClosed", err)
+	}
+	if err := s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)); !errors.Is(err, pace.ErrClosed) {
+		t.Errorf("TakeMany after Close = %v; want ErrClosed", err)
+	}
+	if err := s.Refund(ctx, "k", nil, pace.Receipt{}); !errors.Is(err, pace.ErrClosed) {
+		t.Errorf("Refund after Close = %v; want ErrClosed", err)
 	}
 	if n := backend.calls.Load() - before; n != 0 {
 		t.Errorf("backend saw %d calls after Close; want 0", n)

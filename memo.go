@@ -52,7 +52,13 @@ const maxRetries = 3
 // others; a caller whose load failed only because the first caller's context
 // ended joins a new load instead. When the value loads but cannot be stored,
 // Get returns it together with the Store's error. Any other error from the
-// Store is returned as it is, without loading. load must not panic.
+// Store is returned as it is, without loading.
+//
+// A panic in load is raised again, with the same value, in every caller
+// waiting on that load, on its own goroutine, where it can be recovered (a
+// caller that has already returned for its ctx does not see it); nothing is
+// stored, and the next miss loads again. A load that ends its goroutine
+// with runtime.Goexit returns an error to those callers.
 //
 // A nil load returns an error wrapping ErrInvalidArgument; so does an invalid
 // key, through the Store.
@@ -65,22 +71,14 @@ func (m *Memo) Get(ctx context.Context, key string, load func(ctx context.Contex
 		return v, err
 	}
 	for retry := 0; ; retry++ {
-		ch := m.g.DoChan(key, func() (any, error) {
-			// A load that ended between our miss and this flight has
-			// stored the value already.
-			if v, err := m.s.Get(ctx, key); !errors.Is(err, ErrNotFound) {
-				return v, err
-			}
-			v, err := load(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return v, m.s.Set(ctx, key, v, m.ttl)
-		})
+		ch := m.g.DoChan(key, func() (any, error) { return m.fill(ctx, key, load) })
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case r := <-ch:
+			if p, ok := r.Err.(*loadPanic); ok {
+				panic(p.value)
+			}
 			if r.Shared && retry < maxRetries && ctx.Err() == nil &&
 				(errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded)) {
 				continue // the first caller gave up, we did not
@@ -92,4 +90,54 @@ func (m *Memo) Get(ctx context.Context, key string, load func(ctx context.Contex
 			return v, r.Err
 		}
 	}
+}
+
+// fill is one flight of Get: it loads the value at key and stores it.
+func (m *Memo) fill(ctx context.Context, key string, load func(ctx context.Context) ([]byte, error)) (any, error) {
+	// A load that ended between our miss and this flight has stored the
+	// value already.
+	if v, err := m.s.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+		return v, err
+	}
+	v, err := guard(ctx, load)
+	if err != nil {
+		return nil, err
+	}
+	return v, m.s.Set(ctx, key, v, m.ttl)
+}
+
+// loadPanic carries the value a load panicked with from the flight to the
+// callers of Get, which panic with it again.
+type loadPanic struct{ value any }
+
+func (p *loadPanic) Error() string { return "pace: Memo load panicked" }
+
+var errLoadExited = errors.New("pace: Memo load exited its goroutine (runtime.Goexit) without returning")
+
+// guard runs load and returns what it returns, a *loadPanic if it panicked,
+// or errLoadExited if it called runtime.Goexit. singleflight would re-panic
+// a panic on a goroutine of its own, where no caller can recover it, and
+// after a Goexit it sends its callers nothing at all, so the flight must end
+// normally either way. load runs on a goroutine of its own, since a Goexit
+// cannot be stopped, only contained.
+func guard(ctx context.Context, load func(ctx context.Context) ([]byte, error)) (v []byte, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			if p := recover(); p != nil { // panic(nil) recovers a *runtime.PanicNilError
+				err = &loadPanic{value: p}
+			} else {
+				err = errLoadExited
+			}
+		}()
+		v, err = load(ctx)
+		returned = true
+	}()
+	<-done
+	return v, err
 }

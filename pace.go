@@ -136,10 +136,10 @@ func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
 //
 // A Reservation must not be copied: go vet's copylocks check reports copies.
 // Return disarms the variable it is called on, not its copies. A second
-// Return through a copy is still caught, and gives nothing, when the first
-// gave back the key's latest event or was the shard's latest out-of-order
-// return; a copy returned after other out-of-order returns in between may
-// give the event back twice.
+// Return through a copy is caught, and gives nothing, while no reservation of
+// the same shard has been returned out of order since the first (always when
+// the first gave back the key's latest event and nothing was returned
+// since); otherwise it may give the event back twice, so never copy one.
 type Reservation struct {
 	_   noCopy
 	p   *Pace

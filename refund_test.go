@@ -1,6 +1,7 @@
 package pace_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -162,28 +163,49 @@ func TestReturnIsExactWhenInOrder(t *testing.T) {
 
 // TestCopiedReservationReturnsOnce: a second Return through a copy of a
 // reservation gives nothing back (the review got 14 kept events at capacity
-// 10 from five copies).
+// 10 from five copies), whether the first Return gave back the key's latest
+// event or one below others.
 func TestCopiedReservationReturnsOnce(t *testing.T) {
-	p, _ := newPaceT(t, 10)
-	k := newKept(10)
-	var copies []*pace.Reservation
-	for range 10 {
-		r := p.Reserve("k")
-		k.add(0)
-		if len(copies) == 0 {
-			for range 5 {
-				copies = append(copies, copyOf(&r))
+	for _, latest := range []bool{true, false} {
+		p, _ := newPaceT(t, 10)
+		k := newKept(10)
+		var copies []*pace.Reservation
+		for i := range 10 {
+			r := p.Reserve("k")
+			k.add(0)
+			if (i == 9) == latest && copies == nil {
+				for range 5 {
+					copies = append(copies, copyOf(&r))
+				}
 			}
 		}
+		for _, c := range copies {
+			c.Return()
+		}
+		k.remove(0)
+		for p.Allow("k") {
+			k.add(0)
+		}
+		k.check(t, fmt.Sprintf("five Returns through copies (latest: %v)", latest))
 	}
-	for _, r := range copies {
-		r.Return()
+}
+
+// TestFrozenInstantReturnsAreNotCopies: takes at one frozen instant can share
+// key, decision time and arrival time; a genuine Return must never be taken
+// for a copy's.
+func TestFrozenInstantReturnsAreNotCopies(t *testing.T) {
+	p, _ := newPaceT(t, 3)
+	z, x := p.Reserve("k"), p.Reserve("k")
+	z.Return()
+	y, w := p.Reserve("k"), p.Reserve("k")
+	y.Return()
+	x.Return()
+	if !w.OK() {
+		t.Fatal("w refused")
 	}
-	k.remove(0)
-	for p.Allow("k") {
-		k.add(0)
+	if n := drain(p, "k"); n != 2 {
+		t.Fatalf("after the returns %d events fit; want 2 (only w kept)", n)
 	}
-	k.check(t, "five Returns through copies")
 }
 
 // copyOf copies a Reservation the way careless code does. go vet reports

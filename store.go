@@ -16,7 +16,8 @@ var (
 	// out of its documented range: a rate or capacity that is not a
 	// positive finite number, a negative cost or TTL, a cost above the
 	// capacity, a slot limit below one, a ceiling outside
-	// [sustained, 2 × sustained], an empty key. Such a call changes nothing.
+	// [sustained, 2 × sustained], an empty key, no bucket shape or more
+	// than MaxShapes. Such a call changes nothing.
 	ErrInvalidArgument = errors.New("pace: invalid argument")
 
 	// ErrNotFound is returned by Store.Get when the key is absent or its
@@ -38,16 +39,17 @@ const MaxKeyLen = 4096
 // under the sustained/ceiling burst model of AdmitBurst), and short-lived
 // memoised values.
 //
-// Plain slots, burst slots, buckets and values live in four separate
-// namespaces: the same key string in two of them never collides, and Delete
-// clears all four.
+// Plain slots, burst slots, buckets, multi-shape keys (Take) and values live
+// in five separate namespaces: the same key string in two of them never
+// collides, and Delete clears all five.
 //
 // All methods are safe for concurrent use by multiple goroutines and atomic
 // per key; operations on different keys may interleave freely.
 //
 // Implementations return errors wrapping ErrInvalidArgument for arguments out
 // of range (see ValidateTokenBucket, ValidateSlot, ValidateSlotBurst,
-// ValidateKey and ValidateTTL, which every implementation calls), ErrNotFound
+// ValidateTake, ValidateTakeMany, ValidateKey and ValidateTTL, which every
+// implementation calls), ErrNotFound
 // from Get for an absent key, and ErrClosed from every method after Close.
 // Being limited is not an error: it is reported through allowed or acquired.
 // The package storetest checks an implementation against this contract.
@@ -116,7 +118,25 @@ type Store interface {
 	// expiry.
 	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
 
-	// Delete removes key from all four namespaces. Missing keys are not an
+	// Take takes one take of every shape at key, all or nothing, in one atomic
+	// step at the store's clock (TakeAll), and reports the Grant (Remaining,
+	// Reset, Receipt from RemainingAll and the new arrival times). 1 <= len(shapes)
+	// <= MaxShapes, each a valid (non-zero) Bucket, else ErrInvalidArgument.
+	Take(ctx context.Context, key string, shapes []Bucket) (Grant, error)
+
+	// TakeMany is Take for several keys with the same shapes in one round trip
+	// (a Redis pipeline or one script call; one PostgreSQL call over arrays),
+	// writing out[i] for keys[i] (len(out) == len(keys)). Each key is decided
+	// atomically on its own; a store error fails the call.
+	TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error
+
+	// Refund gives back the take that receipt r describes (RefundAll), at the
+	// store's clock, atomically with the key's takes; a key whose buckets are all
+	// full is deleted. Refunding the zero Receipt, or a take of a key since
+	// deleted, does nothing. shapes must be the shapes of the take.
+	Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error
+
+	// Delete removes key from all five namespaces. Missing keys are not an
 	// error.
 	Delete(ctx context.Context, key string) error
 
@@ -214,6 +234,46 @@ func validateSlotTTL(ttl time.Duration) error {
 
 // MaxShapes is the most bucket shapes one Store.Take may apply to a key.
 const MaxShapes = 4
+
+// ValidateShapes checks the shapes of Store.Take, TakeMany and Refund: one
+// to MaxShapes of them, none the zero Bucket. The error wraps
+// ErrInvalidArgument.
+func ValidateShapes(shapes []Bucket) error {
+	if len(shapes) < 1 || len(shapes) > MaxShapes {
+		return invalid("%d shapes; want 1 to %d", len(shapes), MaxShapes)
+	}
+	for i, b := range shapes {
+		if b.tolerance <= 0 {
+			return invalid("shape %d is the zero Bucket", i)
+		}
+	}
+	return nil
+}
+
+// ValidateTake checks the arguments of Store.Take and Store.Refund: the key
+// (ValidateKey) and the shapes (ValidateShapes).
+func ValidateTake(key string, shapes []Bucket) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	return ValidateShapes(shapes)
+}
+
+// ValidateTakeMany checks the arguments of Store.TakeMany: every key
+// (ValidateKey), the shapes (ValidateShapes), and one Grant in out per key.
+// No keys at all is valid. The error names a bad key by its index, never by
+// its text.
+func ValidateTakeMany(keys []string, shapes []Bucket, out []Grant) error {
+	if len(out) != len(keys) {
+		return invalid("%d grants for %d keys", len(out), len(keys))
+	}
+	for i, k := range keys {
+		if err := ValidateKey(k); err != nil {
+			return fmt.Errorf("%w (keys[%d])", err, i)
+		}
+	}
+	return ValidateShapes(shapes)
+}
 
 // Grant is the outcome of a take of several bucket shapes at one key, all or
 // nothing (see TakeAll): what a Store that shares Pace's semantics across

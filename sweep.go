@@ -1,6 +1,9 @@
 package pace
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // The sweep is how a table of buckets forgets the keys that stopped taking.
 //
@@ -12,81 +15,108 @@ import "sync/atomic"
 //   - the shard's live rows have doubled since its last pass (checked on
 //     insert, so a flood of new keys pays for its own cleanup, amortised O(1)
 //     per insert), or
-//   - one horizon has passed since its last pass (checked on every decision,
-//     by one shared read), after which every row from before the pass is full:
-//     the horizon is the time an empty bucket takes to refill.
+//   - one period has passed since its last pass (checked on every decision,
+//     by one shared read, and by Len).
 //
-// "Doubled" is measured against the keys that took within the last horizon,
+// The period is the longest Tolerance the table has seen (the time an empty
+// bucket takes to refill, so that every row from before a pass is full at
+// the next one), capped at maxSweepPeriod. Each row carries its own horizon,
+// its arrival time, so the cap costs no precision: a row is reclaimed at the
+// first pass after it is full, within one period of that at a shard that
+// sees calls, whatever other shapes the table has seen. Without the cap one
+// take of a shape that refills in hours kept every other row for hours. A
+// pass reads one word per slot, so a pass per second over a million rows
+// costs about a millisecond of one core per second.
+//
+// "Doubled" is measured against the keys that took within the last period,
 // as counted by the last pass, not against the rows the pass left: keys well
 // under their pace have full buckets most of the time, and a pass deletes
 // them; measuring against what it left would have every such key deleted and
 // inserted again at each of a run of small passes, instead of once per
-// horizon. So a shard holds at most twice the keys that took within the last
-// horizon, and every row of a key silent for a horizon is gone after the next
-// pass.
+// period. So a shard holds at most twice the keys that took within the last
+// period, and every row full for a period is gone after the next pass.
 // Go maps and slices do not shrink, so a pass that leaves the table far below
 // its high-water mark (or mostly tombstones) rebuilds it at a size that fits,
 // and an empty shard drops its table altogether: the heap really comes back
 // after a flood.
 
-// trySweep runs a horizon pass on sh unless another goroutine holds its lock
-// (that goroutine is inserting, and will sweep if the shard doubled; the next
-// decision will try again). A pass that ran also passes over a few other
-// shards whose horizon has passed (see sweepIdle).
+// maxSweepPeriod caps the time between two passes over a shard, in
+// nanoseconds (see above).
+const maxSweepPeriod = int64(time.Second)
+
+// period returns the time between two passes over a shard, in nanoseconds.
+func (t *Buckets) period() int64 {
+	return min(max(t.horizon.Load(), 1), maxSweepPeriod)
+}
+
+// trySweep runs a pass on sh if its period has passed, unless another
+// goroutine holds its lock (that goroutine is inserting, and will sweep if
+// the shard doubled; the next decision will try again). A pass that ran
+// also passes over a few other shards whose period has passed (see
+// sweepIdle).
 func (t *Buckets) trySweep(sh *shard, now int64) {
-	if !sh.mu.TryLock() {
-		return
+	if t.sweepIfDue(sh, now) {
+		t.sweepIdle(now)
+	}
+}
+
+// sweepIfDue runs a pass on sh if its period has passed and no other
+// goroutine holds its lock, and reports whether it ran.
+func (t *Buckets) sweepIfDue(sh *shard, now int64) bool {
+	if now < sh.nextSweep.Load() || !sh.mu.TryLock() {
+		return false
 	}
 	due := now >= sh.nextSweep.Load()
 	if due {
 		t.sweep(sh, now)
 	}
 	sh.mu.Unlock()
-	if due {
-		t.sweepIdle(now)
-	}
+	return due
 }
 
-// idleSpread is how many other shards a horizon pass looks at.
+// idleSpread is how many other shards a pass looks at.
 const idleSpread = 8
 
-// sweepIdle sweeps, in turn, up to idleSpread shards whose horizon has
+// sweepIdle sweeps, in turn, up to idleSpread shards whose period has
 // passed. Decisions sweep only the shard they touch, so without it the rows
 // of a flood would stay in every shard that no later key happens to hash
 // to; with it, any traffic at all cleans every shard within
-// numShards/idleSpread horizons, and no pass does more than a bounded share
+// numShards/idleSpread periods, and no pass does more than a bounded share
 // of the work.
 func (t *Buckets) sweepIdle(now int64) {
 	for range idleSpread {
-		sh := &t.shards[t.cursor.Add(1)%numShards]
-		if now < sh.nextSweep.Load() || !sh.mu.TryLock() {
-			continue
-		}
-		if now >= sh.nextSweep.Load() {
-			t.sweep(sh, now)
-		}
-		sh.mu.Unlock()
+		t.sweepIfDue(&t.shards[t.cursor.Add(1)%numShards], now)
+	}
+}
+
+// sweepDue sweeps every shard whose period has passed, except those whose
+// lock another goroutine holds. Len calls it, so that a table that sees no
+// decisions at all after a flood still gives its rows back to whoever
+// watches it (a metrics scrape, say).
+func (t *Buckets) sweepDue(now int64) {
+	for i := range t.shards {
+		t.sweepIfDue(&t.shards[i], now)
 	}
 }
 
 // sweep deletes the full rows of sh and rebuilds its table when it has
 // shrunk far below its size. The caller holds sh.mu.
 func (t *Buckets) sweep(sh *shard, now int64) {
-	horizon := max(t.horizon.Load(), 1)
-	sh.nextSweep.Store(now + horizon)
+	period := t.period()
+	sh.nextSweep.Store(now + period)
 	tab := sh.tab.Load()
 	if tab == nil {
 		sh.swept = 0
 		return
 	}
-	recent := int64(0) // rows of keys that took within the last horizon
+	recent := int64(0) // rows of keys that took within the last period
 	for i := range tab.keys {
 		if tab.keys[i].Load() == 0 {
 			continue
 		}
 		s := &tab.tats[i]
 		v := s.Load()
-		if v > now-horizon {
+		if v > now-period {
 			recent++ // a take sets the arrival time after itself
 		}
 		// A failed drop means a decision moved the row just now: it is live.

@@ -14,9 +14,10 @@ import (
 // token buckets in one.
 //
 // Full buckets are forgotten, since a full bucket and an absent one decide
-// alike: memory is bounded by the keys that took within the last horizon
-// (the longest Tolerance of the shapes used), not by the keys ever named. See
-// the Pace documentation for how and when rows are reclaimed.
+// alike: memory is bounded by the keys that took within the last sweep
+// period (the longest Tolerance of the shapes used, at most a second), not
+// by the keys ever named, and a full row is reclaimed within about a period
+// whatever other shapes the table holds. See sweep.go for how and when.
 //
 // Keys are stored as 64-bit hashes under a seed chosen at random for each
 // table, never as strings, so a key never pins the caller's buffer. Two
@@ -32,7 +33,7 @@ type Buckets struct {
 	seed    maphash.Seed
 	epoch   time.Time
 	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
-	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds
+	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds (see period)
 	cursor  atomic.Uint32    // the next shard sweepIdle looks at
 }
 
@@ -53,9 +54,10 @@ const (
 type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
-	// reorders counts the refunds that gave back a take that was not its
-	// bucket's latest (see Bucket.Refund); a take outstanding since an
-	// earlier count is no longer intact. Written under mu, after the refund.
+	// reorders counts, twice each, the refunds that gave back a take that
+	// was not its bucket's latest (see Bucket.Refund): it is odd while such a
+	// refund swaps its slot, even otherwise, and a take outstanding since an
+	// earlier count is no longer intact. Written under mu.
 	reorders atomic.Uint64
 	_        [40]byte // keep the read-mostly words apart from the written ones
 
@@ -64,13 +66,9 @@ type shard struct {
 	used  int          // slots with a key, live or deleted; guarded by mu
 	swept int64        // keys that took within the horizon before the last sweep; guarded by mu
 	// last is the take given back by the latest reordering refund, so that a
-	// second refund of it (through a copy of its Reservation) gives nothing;
-	// guarded by mu.
-	last struct {
-		key             uint64
-		taken, reserved int64
-	}
-	_ [8]byte
+	// second refund of it (through a copy of its Reservation) gives nothing.
+	// Guarded by mu.
+	last takeID
 }
 
 // slotTable is an open-addressing table with linear probing. A slot's key is
@@ -174,9 +172,12 @@ func (sh *shard) drop(s *slot, v int64) bool {
 }
 
 // Len reports the number of rows: buckets that were not full when last
-// looked at. Full rows are dropped as they are found (by Return, or by the
-// sweep), so Len may count a few that have refilled since.
+// looked at. It first sweeps the shards whose period has passed (see
+// sweep.go), so a table left without traffic after a flood gives its rows
+// back when Len is called. Full rows are dropped as they are found (by
+// Return, or by the sweep), so Len may count a few that have refilled since.
 func (t *Buckets) Len() int {
+	t.sweepDue(t.now())
 	n := int64(0)
 	for i := range t.shards {
 		n += t.shards[i].live.Load()
@@ -204,9 +205,10 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 		t.trySweep(sh, now)
 	}
 	for {
-		// Read before the slot: a reorder whose refund lands after this
-		// take's swap is counted after it too, so this take is then not
-		// intact; one that landed before is already in the slot.
+		// Read before and after the swap: a take that overlapped a
+		// reordering refund's swap (the count odd, or moved) records an
+		// odd count, which is never intact, since it may have been
+		// decided on the refunded state yet counted before the refund.
 		gen = sh.reorders.Load()
 		if s := sh.find(h); s != nil {
 			v := s.Load()
@@ -216,7 +218,7 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 					return v, int64(w), gen, false
 				}
 				if s.CompareAndSwap(v, int64(next)) {
-					return int64(next), 0, gen, true
+					return int64(next), 0, settled(sh, gen), true
 				}
 				continue
 			}
@@ -229,9 +231,19 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 			return 0, int64(maxTolerance), gen, false // the zero Bucket refuses even when full
 		}
 		if tat, done := t.insert(sh, h, b, now); done {
-			return tat, 0, gen, true
+			return tat, 0, settled(sh, gen), true
 		}
 	}
+}
+
+// settled returns the reorder count a take that read gen before its swap
+// records: gen when no reordering refund overlapped the take, else an odd
+// count, never intact.
+func settled(sh *shard, gen uint64) uint64 {
+	if sh.reorders.Load() != gen {
+		return gen | 1
+	}
+	return gen
 }
 
 // peek decides one take of shape b for the key hashed to h at now, as take
@@ -269,8 +281,8 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 	if s == nil {
 		return false
 	}
-	intact := sh.reorders.Load() == gen
-	if !intact && sh.last.key == h && sh.last.taken == taken && sh.last.reserved == reserved {
+	intact := sh.reorders.Load() == gen // even: only mu holders change it
+	if !intact && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
 		return false // given back already, through a copy
 	}
 	for {
@@ -279,23 +291,38 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 			return false
 		}
 		next, full, reordered := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), intact)
-		gave := int64(next) != v
-		switch {
-		case full:
-			if !sh.drop(s, v) {
-				continue // a take moved the slot: decide again
-			}
-		case !gave:
-			return false
-		case !s.CompareAndSwap(v, int64(next)):
-			continue
+		if int64(next) == v && !full {
+			return false // nothing to give back: reordered is false too
 		}
 		if reordered {
-			sh.last.key, sh.last.taken, sh.last.reserved = h, taken, reserved
+			sh.reorders.Add(1) // odd: takes overlapping the swap are not intact
+		}
+		var done bool
+		if full {
+			done = sh.drop(s, v)
+		} else {
+			done = s.CompareAndSwap(v, int64(next))
+		}
+		if reordered {
 			sh.reorders.Add(1)
 		}
-		return gave
+		if !done {
+			continue // a take moved the slot: decide again
+		}
+		if reordered && gen&1 == 0 {
+			sh.last = takeID{h, taken, reserved, gen}
+		}
+		return int64(next) != v
 	}
+}
+
+// takeID identifies an admitted take to the copy check of refund. Takes of
+// one key with one even reorder count form a stack with distinct arrival
+// times, so no other outstanding take has the same.
+type takeID struct {
+	key             uint64
+	taken, reserved int64
+	gen             uint64
 }
 
 // find returns the slot holding h, or nil. The slot may hold a deleted or

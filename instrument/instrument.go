@@ -1,8 +1,9 @@
-// Package instrument exports Prometheus metrics for a pace.Store and a pace.Pace.
+// Package instrument exports Prometheus metrics for a pace.Store, a pace.Pace and the limits of httplimit.
 //
 // Wrap decorates a Store and returns the same interface; NewPace builds a
 // Pace whose decisions are counted; FailureHook counts the decisions a
-// Store wrapped by pace.WithFailurePolicy makes in place of a failed backend.
+// Store wrapped by pace.WithFailurePolicy makes in place of a failed backend;
+// Limits counts the decisions of an httplimit.Middleware per limit.
 // Every metric is registered only on the prometheus.Registerer given, never
 // on the global one, and is named in the pace_ namespace:
 //
@@ -12,6 +13,7 @@
 //	pace_reservations_total{result}                 counter   NewPace
 //	pace_returned_total                             counter   NewPace
 //	pace_rows                                       gauge     NewPace
+//	pace_limit_decisions_total{limit, outcome}      counter   Limits
 //
 // Labels are few and fixed; a key is never a label, since keys come from
 // clients and a label per key is a cardinality explosion an attacker

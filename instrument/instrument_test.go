@@ -88,6 +88,31 @@ func (s fakeStore) Get(ctx context.Context, key string) ([]byte, error) {
 func (s fakeStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return s.check(key)
 }
+func (s fakeStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	if err := s.check(key); err != nil {
+		return pace.Grant{}, err
+	}
+	if key == "reject" {
+		return pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}, nil
+	}
+	return pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}, nil
+}
+
+func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	for i, k := range keys {
+		g, err := s.Take(ctx, k, shapes)
+		if err != nil {
+			return err
+		}
+		out[i] = g
+	}
+	return nil
+}
+
+func (s fakeStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	return s.check(key)
+}
+
 func (s fakeStore) Delete(ctx context.Context, key string) error { return s.check(key) }
 func (fakeStore) Close(ctx context.Context) error                { return nil }
 
@@ -163,8 +188,24 @@ func script(s pace.Store) {
 	s.Get(ctx, "missing")
 	s.Get(ctx, "fail")
 	s.Set(ctx, "a", []byte("v"), 0)
+	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
+	s.Take(ctx, "a", shapes)
+	s.Take(ctx, "reject", shapes)
+	s.Take(ctx, "fail", shapes)
+	s.TakeMany(ctx, []string{"a", "reject"}, shapes, make([]pace.Grant, 2))
+	s.TakeMany(ctx, []string{"a", ""}, shapes, make([]pace.Grant, 2))
+	s.Refund(ctx, "a", shapes, pace.Receipt{})
+	s.Refund(ctx, "fail", shapes, pace.Receipt{})
 	s.Delete(ctx, "a")
 	s.Close(ctx)
+}
+
+func mustBucket(capacity, perSecond, cost float64) pace.Bucket {
+	b, err := pace.NewBucket(capacity, perSecond, cost)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 const wantOperations = `
@@ -201,6 +242,16 @@ pace_store_operations_total{op="get",result="error"} 1
 pace_store_operations_total{op="set",result="ok"} 1
 pace_store_operations_total{op="set",result="invalid"} 0
 pace_store_operations_total{op="set",result="error"} 0
+pace_store_operations_total{op="take",result="allowed"} 1
+pace_store_operations_total{op="take",result="rejected"} 1
+pace_store_operations_total{op="take",result="invalid"} 0
+pace_store_operations_total{op="take",result="error"} 1
+pace_store_operations_total{op="take_many",result="ok"} 1
+pace_store_operations_total{op="take_many",result="invalid"} 1
+pace_store_operations_total{op="take_many",result="error"} 0
+pace_store_operations_total{op="refund",result="ok"} 1
+pace_store_operations_total{op="refund",result="invalid"} 0
+pace_store_operations_total{op="refund",result="error"} 1
 pace_store_operations_total{op="delete",result="ok"} 1
 pace_store_operations_total{op="delete",result="invalid"} 0
 pace_store_operations_total{op="delete",result="error"} 0
@@ -258,6 +309,21 @@ pace_store_operation_duration_seconds_bucket{op="set",le="0.5"} 1
 pace_store_operation_duration_seconds_bucket{op="set",le="+Inf"} 1
 pace_store_operation_duration_seconds_sum{op="set"} 0.25
 pace_store_operation_duration_seconds_count{op="set"} 1
+pace_store_operation_duration_seconds_bucket{op="take",le="0.1"} 0
+pace_store_operation_duration_seconds_bucket{op="take",le="0.5"} 3
+pace_store_operation_duration_seconds_bucket{op="take",le="+Inf"} 3
+pace_store_operation_duration_seconds_sum{op="take"} 0.75
+pace_store_operation_duration_seconds_count{op="take"} 3
+pace_store_operation_duration_seconds_bucket{op="take_many",le="0.1"} 0
+pace_store_operation_duration_seconds_bucket{op="take_many",le="0.5"} 2
+pace_store_operation_duration_seconds_bucket{op="take_many",le="+Inf"} 2
+pace_store_operation_duration_seconds_sum{op="take_many"} 0.5
+pace_store_operation_duration_seconds_count{op="take_many"} 2
+pace_store_operation_duration_seconds_bucket{op="refund",le="0.1"} 0
+pace_store_operation_duration_seconds_bucket{op="refund",le="0.5"} 2
+pace_store_operation_duration_seconds_bucket{op="refund",le="+Inf"} 2
+pace_store_operation_duration_seconds_sum{op="refund"} 0.5
+pace_store_operation_duration_seconds_count{op="refund"} 2
 pace_store_operation_duration_seconds_bucket{op="delete",le="0.1"} 0
 pace_store_operation_duration_seconds_bucket{op="delete",le="0.5"} 1
 pace_store_operation_duration_seconds_bucket{op="delete",le="+Inf"} 1
@@ -325,7 +391,7 @@ pace_store_operation_duration_seconds_bucket{op="token_bucket",le="+Inf"} 4
 pace_store_operation_duration_seconds_sum{op="token_bucket"} 0.73
 pace_store_operation_duration_seconds_count{op="token_bucket"} 4
 `
-	for _, op := range []string{"acquire_slot", "acquire_slot_burst", "release_slot", "refresh_slot", "release_slot_burst", "refresh_slot_burst", "get", "set", "delete", "close"} {
+	for _, op := range []string{"acquire_slot", "acquire_slot_burst", "release_slot", "refresh_slot", "release_slot_burst", "refresh_slot_burst", "get", "set", "take", "take_many", "refund", "delete", "close"} {
 		want += strings.ReplaceAll(`pace_store_operation_duration_seconds_bucket{op="OP",le="0.1"} 0
 pace_store_operation_duration_seconds_bucket{op="OP",le="0.5"} 0
 pace_store_operation_duration_seconds_bucket{op="OP",le="+Inf"} 0
@@ -434,15 +500,9 @@ func TestWrapLint(t *testing.T) {
 	reg := newCapture()
 	s := mustWrap(t, fakeStore{}, reg)
 	script(s)
-	problems, err := testutil.CollectAndLint(reg.one(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
-	if n := testutil.CollectAndCount(reg.one(t)); n != 36+11 {
-		t.Errorf("%d series; want 36 counters + 11 histograms", n)
+	lint(t, reg.one(t))
+	if n := testutil.CollectAndCount(reg.one(t)); n != 46+14 {
+		t.Errorf("%d series; want 46 counters + 14 histograms", n)
 	}
 }
 
@@ -492,6 +552,19 @@ func TestWrapPassesResultsThrough(t *testing.T) {
 	if _, _, err := s.TokenBucket(ctx, "", 10, 1, 1); !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Errorf("TokenBucket(\"\") = %v; want ErrInvalidArgument", err)
 	}
+	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
+	want := pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}
+	if g, err := s.Take(ctx, "reject", shapes); g != want || err != nil {
+		t.Errorf("Take(reject) = %+v, %v; want %+v, nil", g, err, want)
+	}
+	out := make([]pace.Grant, 2)
+	admitted := pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}
+	if err := s.TakeMany(ctx, []string{"k", "reject"}, shapes, out); out[0] != admitted || out[1] != want || err != nil {
+		t.Errorf("TakeMany(k, reject) = %+v, %v; want [%+v %+v], nil", out, err, admitted, want)
+	}
+	if err := s.Refund(ctx, "fail", shapes, admitted.Receipt); !errors.Is(err, errBackend) {
+		t.Errorf("Refund(fail) = %v; want %v", err, errBackend)
+	}
 }
 
 // TestWrapNoKeyLabel checks that a flood of distinct keys adds no series and
@@ -509,19 +582,11 @@ func TestWrapNoKeyLabel(t *testing.T) {
 	if after := testutil.CollectAndCount(reg.one(t)); after != before {
 		t.Errorf("%d series after 1000 keys; want %d as before", after, before)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if strings.HasPrefix(l.GetValue(), "client-") {
-					t.Errorf("%s has label %s=%q", mf.GetName(), l.GetName(), l.GetValue())
-				}
-			}
+	eachLabel(t, reg, func(metric, name, value string) {
+		if strings.HasPrefix(value, "client-") {
+			t.Errorf("%s has label %s=%q", metric, name, value)
 		}
-	}
+	})
 }
 
 func TestWrapConcurrentCountsExact(t *testing.T) {
@@ -603,8 +668,8 @@ func TestWrapAlreadyRegistered(t *testing.T) {
 	shared := prometheus.NewPedanticRegistry()
 	mustWrap(t, fakeStore{}, prometheus.WrapRegistererWith(prometheus.Labels{"store": "a"}, shared))
 	mustWrap(t, fakeStore{}, prometheus.WrapRegistererWith(prometheus.Labels{"store": "b"}, shared))
-	if n, err := testutil.GatherAndCount(shared, "pace_store_operations_total"); n != 2*36 || err != nil {
-		t.Errorf("two labelled stores: %d counter series, %v; want %d", n, err, 2*36)
+	if n, err := testutil.GatherAndCount(shared, "pace_store_operations_total"); n != 2*46 || err != nil {
+		t.Errorf("two labelled stores: %d counter series, %v; want %d", n, err, 2*46)
 	}
 }
 
@@ -696,13 +761,7 @@ pace_rows 2
 	if p.Len() != 2 {
 		t.Errorf("Len() = %d; want 2 (keys a and c), as pace_rows says", p.Len())
 	}
-	problems, err := testutil.CollectAndLint(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pr := range problems {
-		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
-	}
+	lint(t, c)
 }
 
 func TestNewPaceInvalid(t *testing.T) {
@@ -771,13 +830,7 @@ pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	problems, err := testutil.CollectAndLint(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pr := range problems {
-		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
-	}
+	lint(t, c)
 	if _, err := instrument.FailureHook(reg); err == nil {
 		t.Error("second FailureHook on one registry: nil error; want AlreadyRegisteredError")
 	}

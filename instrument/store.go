@@ -24,6 +24,9 @@ const (
 	opRefreshSlotBurst
 	opGet
 	opSet
+	opTake
+	opTakeMany
+	opRefund
 	opDelete
 	opClose
 	numOps
@@ -39,6 +42,9 @@ var opNames = [numOps]string{
 	opRefreshSlotBurst: "refresh_slot_burst",
 	opGet:              "get",
 	opSet:              "set",
+	opTake:             "take",
+	opTakeMany:         "take_many",
+	opRefund:           "refund",
 	opDelete:           "delete",
 	opClose:            "close",
 }
@@ -69,7 +75,7 @@ var resultNames = [numResults]string{
 // at registration.
 func results(o op) []result {
 	switch o {
-	case opTokenBucket, opAcquireSlot, opAcquireSlotBurst:
+	case opTokenBucket, opAcquireSlot, opAcquireSlotBurst, opTake:
 		return []result{resAllowed, resRejected, resInvalid, resError}
 	case opGet:
 		return []result{resOK, resNotFound, resInvalid, resError}
@@ -167,11 +173,12 @@ func outcome(err error, decides, allowed bool) result {
 //
 // op is the method: token_bucket, acquire_slot, acquire_slot_burst,
 // release_slot, refresh_slot, release_slot_burst, refresh_slot_burst, get,
-// set, delete, close. result is the outcome:
+// set, take, take_many, refund, delete, close. result is the outcome:
 //
-//   - allowed, rejected: a decision of token_bucket, acquire_slot or
-//     acquire_slot_burst, returned with a nil error;
-//   - ok: any other method returned a nil error;
+//   - allowed, rejected: a decision of token_bucket, acquire_slot,
+//     acquire_slot_burst or take, returned with a nil error;
+//   - ok: any other method returned a nil error (take_many counts one call,
+//     whatever its keys' decisions);
 //   - not_found: get returned an error wrapping pace.ErrNotFound;
 //   - invalid: an error wrapping pace.ErrInvalidArgument (bad input: a bug
 //     in the caller, or a client sending garbage, not a backend problem);
@@ -277,6 +284,27 @@ func (w *store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	start := w.m.now()
 	err := w.s.Set(ctx, key, value, ttl)
 	w.m.done(opSet, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	start := w.m.now()
+	g, err := w.s.Take(ctx, key, shapes)
+	w.m.done(opTake, start, outcome(err, true, g.OK))
+	return g, err
+}
+
+func (w *store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	start := w.m.now()
+	err := w.s.TakeMany(ctx, keys, shapes, out)
+	w.m.done(opTakeMany, start, outcome(err, false, false))
+	return err
+}
+
+func (w *store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	start := w.m.now()
+	err := w.s.Refund(ctx, key, shapes, r)
+	w.m.done(opRefund, start, outcome(err, false, false))
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,21 +21,27 @@ import (
 //
 // Token buckets live in a pace.Buckets, so they decide with exactly the
 // arithmetic of pace.Pace (one int64 per key, full buckets forgotten). Plain
-// slots, burst slots and values live in three maps per shard, each shard a
-// mutex chosen by a seeded hash of the key. Burst slots decide with
-// pace.AdmitBurst and its companions.
+// slots, burst slots, values and the keys of Take (several shapes at once)
+// live in four maps per shard, each shard a mutex chosen by a seeded hash of
+// the key. Burst slots decide with pace.AdmitBurst and its companions; Take,
+// TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
+// pace.RefundAll.
 //
 // Rows that are indistinguishable from absent ones are reclaimed by the same
 // amortised rule as Pace, on the calling goroutine, with no background
 // goroutine: a slot with no holder or past its TTL, a burst slot with no
 // holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
-// value. A shard's namespace is swept when it has doubled since its last pass,
-// or when its horizon (the longest lifetime a row of that namespace was
-// given: the TTL, plus two pace.BurstRefillWindows for burst slots) has passed
-// since then. A sweep that leaves a map far below its high-water mark copies
-// it into a smaller one, because Go maps never shrink. Memory is therefore
-// bounded by about twice the rows live within the last horizon. Keys are
-// cloned when stored, so a row never pins the caller's buffer.
+// value, a Take key whose every shape is full. A shard's namespace is swept when it has doubled since its last pass,
+// or when its next pass is due: when at least half the rows the last pass
+// left will be reclaimable, but no sooner than a second (or the longest
+// lifetime the namespace has given a row, if shorter) and no later than ten
+// seconds, so a row is reclaimed within ten seconds of its reclaim time
+// whatever lifetimes other rows have. A call that runs a pass also runs the
+// passes due on a few other shards, and Len runs every pass that is due. A
+// sweep that leaves a map far below its high-water mark copies it into a
+// smaller one, because Go maps never shrink. Memory is therefore bounded by
+// about twice the rows that are live or were within the last ten seconds.
+// Keys are cloned when stored, so a row never pins the caller's buffer.
 //
 // Time is read once per call, from the clock given by WithClock (the
 // monotonic clock by default); a reading earlier than one a shard has already
@@ -51,8 +58,10 @@ type Store struct {
 	closed  atomic.Bool
 
 	// The longest lifetime given to a row of each namespace, in
-	// nanoseconds: the sweep horizon.
+	// nanoseconds (see sweep).
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
+	cursor                                  atomic.Uint32 // the next shard sweepIdle looks at
+	takeHorizon                             atomic.Int64 // the longest Tolerance given to Take
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
@@ -82,7 +91,11 @@ type shard struct {
 	slots  table[slotRow]
 	bursts table[pace.BurstSlotState]
 	values table[valueRow]
-	_      [64]byte // keep neighbouring shards' locks off this cache line
+	takes  table[takeRow] // see take.go
+	// takeSeq is the last reorder count handed to a Take row of this shard
+	// (see takeRow.gen); guarded by mu.
+	takeSeq uint64
+	_       [64]byte // keep neighbouring shards' locks off this cache line
 }
 
 // table is one namespace of a shard. Rows are pointers so that an update is
@@ -167,16 +180,60 @@ func (s *Store) lock(key, op string) (*shard, time.Time, error) {
 	} else {
 		sh.last = now
 	}
-	if sh.slots.m != nil && !now.Before(sh.slots.nextSweep) {
-		sweep(&sh.slots, now, &s.slotHorizon, slotGone)
-	}
-	if sh.bursts.m != nil && !now.Before(sh.bursts.nextSweep) {
-		sweep(&sh.bursts, now, &s.burstHorizon, burstGone)
-	}
-	if sh.values.m != nil && !now.Before(sh.values.nextSweep) {
-		sweep(&sh.values, now, &s.valueHorizon, valueGone)
+	if s.sweepDue(sh, now) {
+		s.sweepIdle(now)
 	}
 	return sh, now, nil
+}
+
+// sweepDue runs the passes due at now over the namespaces of sh, and
+// reports whether any ran. The caller holds sh.mu.
+func (s *Store) sweepDue(sh *shard, now time.Time) bool {
+	ran := false
+	if sh.slots.m != nil && !now.Before(sh.slots.nextSweep) {
+		sweep(&sh.slots, now, &s.slotHorizon, slotLeft)
+		ran = true
+	}
+	if sh.bursts.m != nil && !now.Before(sh.bursts.nextSweep) {
+		sweep(&sh.bursts, now, &s.burstHorizon, burstLeft)
+		ran = true
+	}
+	if sh.values.m != nil && !now.Before(sh.values.nextSweep) {
+		sweep(&sh.values, now, &s.valueHorizon, valueLeft)
+		ran = true
+	}
+	if sh.takes.m != nil && !now.Before(sh.takes.nextSweep) {
+		sweep(&sh.takes, now, &s.takeHorizon, takeLeft)
+		ran = true
+	}
+	return ran
+}
+
+// idleSpread is how many other shards a call that ran a pass looks at.
+const idleSpread = 8
+
+// sweepIdle runs the passes due on up to idleSpread other shards, in turn,
+// skipping those whose lock is held. Calls sweep only the shard of their
+// key, so without it the rows of a flood would stay in every shard that no
+// later key hashes to; with it, any traffic at all cleans every shard
+// within numShards/idleSpread periods. A shard's own latest reading stands
+// if it is later than now. The caller may hold one shard's lock: TryLock
+// never waits, so two callers cannot deadlock.
+func (s *Store) sweepIdle(now time.Time) {
+	for range idleSpread {
+		sh := &s.shards[s.cursor.Add(1)%numShards]
+		if sh.mu.TryLock() {
+			s.sweepDue(sh, latest(now, sh.last))
+			sh.mu.Unlock()
+		}
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // TokenBucket implements pace.Store. The buckets are those of pace.Buckets:
@@ -238,7 +295,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	}
 	if r == nil {
 		widen(&s.slotHorizon, ttl)
-		r = insert(&sh.slots, key, now, &s.slotHorizon, slotGone)
+		r = insert(&sh.slots, key, now, &s.slotHorizon, slotLeft)
 	}
 	r.count++
 	r.expires = now.Add(ttl)
@@ -313,7 +370,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if !pace.AdmitBurst(&st, sustained, ceiling, burstBudget, ttl, now) {
 		return false, st.Count, nil // unreachable with valid arguments: sustained ≥ 1
 	}
-	*insert(&sh.bursts, key, now, &s.burstHorizon, burstGone) = st
+	*insert(&sh.bursts, key, now, &s.burstHorizon, burstLeft) = st
 	return true, st.Count, nil
 }
 
@@ -404,7 +461,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	}
 	r := sh.values.m[key]
 	if r == nil {
-		r = insert(&sh.values, key, now, &s.valueHorizon, valueGone)
+		r = insert(&sh.values, key, now, &s.valueHorizon, valueLeft)
 	}
 	*r = valueRow{value: v, expires: expires}
 	return nil
@@ -425,13 +482,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	delete(sh.slots.m, key)
 	delete(sh.bursts.m, key)
 	delete(sh.values.m, key)
+	delete(sh.takes.m, key)
 	s.buckets.Forget(key) // under the shard lock, so Delete is atomic per key against this shard's namespaces
 	sh.mu.Unlock()
 	return nil
 }
 
 // Close implements pace.Store. There is no goroutine to stop: it drops the
-// slots, burst slots and values at once (the token buckets go with the
+// slots, burst slots, values and Take rows at once (the token buckets go with the
 // Store when it is unreachable) and is idempotent; every other method
 // returns an error wrapping pace.ErrClosed after it. Close never blocks, so
 // it does not consult ctx: a Close with an expired context still closes.
@@ -443,35 +501,62 @@ func (s *Store) Close(ctx context.Context) error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.bursts, sh.values = table[slotRow]{}, table[pace.BurstSlotState]{}, table[valueRow]{}
+		sh.takes = table[takeRow]{}
 		sh.mu.Unlock()
 	}
 	return nil
 }
 
-// Len reports the number of rows the store holds across its four
+// Len reports the number of rows the store holds across its five
 // namespaces, including rows that are reclaimable but not yet swept. It is
-// meant for tests and metrics, and locks each shard in turn.
+// meant for tests and metrics, and locks each shard in turn. It first runs
+// the passes that are due, so a store left without traffic after a flood
+// gives its rows back when Len is called (by a metrics scrape, say).
 func (s *Store) Len() int {
 	n := s.buckets.Len()
+	now := s.clock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m)
+		s.sweepDue(sh, latest(now, sh.last))
+		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m) + len(sh.takes.m)
 		sh.mu.Unlock()
 	}
 	return n
 }
 
+// slotLeft returns how long a plain counter stays distinguishable from an
+// absent one after now: at most 0 once it is not.
+func slotLeft(r *slotRow, now time.Time) time.Duration {
+	if r.count <= 0 {
+		return 0
+	}
+	return r.expires.Sub(now)
+}
+
 // slotGone reports whether a plain counter is indistinguishable from an
 // absent one at now.
-func slotGone(r *slotRow, now time.Time) bool { return r.count <= 0 || !now.Before(r.expires) }
+func slotGone(r *slotRow, now time.Time) bool { return slotLeft(r, now) <= 0 }
+
+// burstLeft returns how long a burst slot stays distinguishable from an
+// absent one after now.
+func burstLeft(st *pace.BurstSlotState, now time.Time) time.Duration { return st.ReclaimAt().Sub(now) }
 
 // burstGone reports whether a burst slot is indistinguishable from an absent
 // one at now.
-func burstGone(st *pace.BurstSlotState, now time.Time) bool { return !now.Before(st.ReclaimAt()) }
+func burstGone(st *pace.BurstSlotState, now time.Time) bool { return burstLeft(st, now) <= 0 }
+
+// valueLeft returns how long a value lives after now (the largest Duration
+// if it never expires).
+func valueLeft(r *valueRow, now time.Time) time.Duration {
+	if r.expires.IsZero() {
+		return math.MaxInt64
+	}
+	return r.expires.Sub(now)
+}
 
 // valueGone reports whether a value has expired at now.
-func valueGone(r *valueRow, now time.Time) bool { return !r.expires.IsZero() && !now.Before(r.expires) }
+func valueGone(r *valueRow, now time.Time) bool { return valueLeft(r, now) <= 0 }
 
 // widen records d as the sweep horizon of a namespace if it is the longest
 // seen. It saturates rather than overflows.
@@ -490,9 +575,9 @@ func widen(h *atomic.Int64, d time.Duration) {
 // insert adds a zero row for key, a clone of it, sweeping the namespace
 // first if it has doubled since its last pass. The caller holds the shard
 // lock and has checked that key is absent.
-func insert[R any](t *table[R], key string, now time.Time, horizon *atomic.Int64, gone func(*R, time.Time) bool) *R {
+func insert[R any](t *table[R], key string, now time.Time, horizon *atomic.Int64, left func(*R, time.Time) time.Duration) *R {
 	if len(t.m) >= 2*max(t.swept, minRows) {
-		sweep(t, now, horizon, gone)
+		sweep(t, now, horizon, left)
 	}
 	if t.m == nil {
 		t.m = make(map[string]*R)
@@ -503,17 +588,47 @@ func insert[R any](t *table[R], key string, now time.Time, horizon *atomic.Int64
 	return r
 }
 
-// sweep deletes the rows of t that are gone at now, and copies the map into
-// a smaller one when it has shrunk to a quarter of its high-water mark, so
-// that the heap comes back after a flood. The caller holds the shard lock.
-func sweep[R any](t *table[R], now time.Time, horizon *atomic.Int64, gone func(*R, time.Time) bool) {
-	t.nextSweep = now.Add(time.Duration(max(horizon.Load(), 1)))
+// Bounds of the time between two passes over a namespace of a shard. A pass
+// reads every row of the map (about 50 ns a row in a large map, a cache miss
+// each), so the passes follow the rows: the next one comes when at least
+// half the rows left will be reclaimable, so that it pays for itself, but
+// no sooner than minSweepPeriod (or the namespace's horizon, the longest
+// lifetime it has given a row, if shorter: its rows all go by then) and no
+// later than maxSweepPeriod. A row is thus reclaimed within maxSweepPeriod
+// of its reclaim time at a shard that sees calls, whatever lifetimes the
+// other rows have; the horizon alone, the longest lifetime ever given, kept
+// a flood of one-second rows for as long as one row given an hour. A map of
+// rows that all live long costs a pass per maxSweepPeriod: about 5 ms of one
+// core every 10 s per million rows.
+const (
+	minSweepPeriod = time.Second
+	maxSweepPeriod = 10 * time.Second
+)
+
+// sweep deletes the rows of t that are gone at now, copies the map into a
+// smaller one when it has shrunk to a quarter of its high-water mark, so
+// that the heap comes back after a flood, and schedules the next pass (see
+// minSweepPeriod). The caller holds the shard lock.
+func sweep[R any](t *table[R], now time.Time, horizon *atomic.Int64, left func(*R, time.Time) time.Duration) {
+	var byLog [64]int // rows left, by bits.Len64 of the time they have left
 	for k, r := range t.m {
-		if gone(r, now) {
+		d := left(r, now)
+		if d <= 0 {
 			delete(t.m, k)
+			continue
+		}
+		byLog[bits.Len64(uint64(d))-1]++
+	}
+	n := len(t.m)
+	next, seen := maxSweepPeriod, 0
+	for i, c := range byLog {
+		if seen += c; 2*seen >= n && i < 62 {
+			next = min(time.Duration(1)<<(i+1), maxSweepPeriod) // every row counted so far has less left than this
+			break
 		}
 	}
-	switch n := len(t.m); {
+	t.nextSweep = now.Add(max(next, min(time.Duration(max(horizon.Load(), 1)), minSweepPeriod)))
+	switch {
 	case n == 0:
 		t.m, t.high = nil, 0
 	case t.high >= 4*minRows && 4*n < t.high:

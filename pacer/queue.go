@@ -95,9 +95,12 @@ func (q *queue) pop() (time.Time, *waiter) {
 }
 
 // countUntil returns how many slots are at or before t.
-func (q *queue) countUntil(t time.Time) int {
-	n := q.slots.len()
-	return sort.Search(n, func(i int) bool { return q.slots.at(i).After(t) })
+func (q *queue) countUntil(t time.Time) int { return until(&q.slots, t) }
+
+// until returns how many of the times in d, which are in order, are at or
+// before t.
+func until(d *deque[time.Time], t time.Time) int {
+	return sort.Search(d.len(), func(i int) bool { return d.at(i).After(t) })
 }
 
 // replan moves every slot that the latest signal puts too early later,

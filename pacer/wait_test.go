@@ -74,12 +74,7 @@ func startWaits(t *testing.T, c *fakeClock, p *pacer.Pacer, n int) ([]context.Ca
 	cancels := make([]context.CancelFunc, n)
 	base := pacer.Queued(p)
 	for i := range cancels {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancels[i] = cancel
-		go func() {
-			err := p.Wait(ctx)
-			done <- waitResult{i, err, c.Now()}
-		}()
+		cancels[i] = goWait(c, p, i, done)
 		waitQueued(t, p, base+i+1)
 	}
 	settle(t, c)
@@ -95,6 +90,17 @@ type waitResult struct {
 	caller int
 	err    error
 	at     time.Time
+}
+
+// goWait starts caller i of p.Wait, which reports to done, and returns
+// the cancel function of its context.
+func goWait(c *fakeClock, p *pacer.Pacer, i int, done chan<- waitResult) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		err := p.Wait(ctx)
+		done <- waitResult{i, err, c.Now()}
+	}()
+	return cancel
 }
 
 // Issue 8, point 3: a Retry-After observed while callers wait held back
@@ -233,5 +239,58 @@ func TestCallerBehindCancelledWaitsMovesUp(t *testing.T) {
 		if got, want := p.Reserve(), q.Reserve(); got != want {
 			t.Fatalf("cancel order %v: Reserve() after = %v; want %v, as if the cancelled callers had never waited", order, got, want)
 		}
+	}
+}
+
+// Many callers waiting while others give up and responses move slots
+// later, all at once (run it under -race): every Wait returns, nil or the
+// context's error for those that gave up, and none is left in the queue.
+func TestWaitUnderCancelsAndRetryAfters(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c, pacer.WithWindow(1250*time.Millisecond))
+	p.Observe(state(100, 90))
+	const n = 200
+	done := make(chan waitResult, n)
+	cancels := make([]context.CancelFunc, n)
+	for i := range cancels {
+		cancels[i] = goWait(c, p, i, done)
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	went := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for returned, i := 0, 0; returned < n; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Waits returned; %d callers still queued", returned, n, pacer.Queued(p))
+		}
+		switch {
+		case i%13 == 3:
+			cancels[(i*31)%n]()
+		case i%400 == 0:
+			p.Observe(pacer.Signal{Limit: 100, Used: 100, HasUsed: true, RetryAfter: 500 * time.Millisecond, Throttled: true})
+		case i%3 == 0:
+			p.Observe(state(100, 95))
+		}
+		c.Advance(5 * time.Millisecond)
+		runtime.Gosched()
+		for len(done) > 0 {
+			r := <-done
+			returned++
+			switch {
+			case r.err == nil:
+				went++
+			case !errors.Is(r.err, context.Canceled):
+				t.Fatalf("caller %d: Wait() = %v; want nil or context.Canceled", r.caller, r.err)
+			}
+		}
+	}
+	if q := pacer.Queued(p); q != 0 {
+		t.Fatalf("%d callers queued after every Wait returned; want 0", q)
+	}
+	if went < n/10 { // about 50 go, the others give up first
+		t.Fatalf("%d of %d callers went; want a good part of them", went, n)
 	}
 }

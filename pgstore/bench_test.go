@@ -2,11 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace"
 )
 
 // benchKeys is the number of distinct keys the benchmarks spread their calls
@@ -128,4 +131,60 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	})
+}
+
+// BenchmarkTake measures Take of one shape (capacity 100, 100 per second,
+// as BenchmarkTokenBucket) over 10000 keys: compare the two in one run.
+func BenchmarkTake(b *testing.B) {
+	shapes := []pace.Bucket{mustBucket(b, 100, 100, 1)}
+	benchStore(b, func(s *Store, ctx context.Context, key string) error {
+		_, err := s.Take(ctx, key, shapes)
+		return err
+	})
+}
+
+// BenchmarkTakeMany64 measures TakeMany of 64 keys in one call; ns/op is
+// per call, decisions/s counts keys.
+func BenchmarkTakeMany64(b *testing.B) {
+	shapes := []pace.Bucket{mustBucket(b, 100, 100, 1)}
+	keys := benchKeySet(b)
+	batch := make([]string, 64)
+	out := make([]pace.Grant, 64)
+	var next atomic.Uint64
+	s, _ := newTestStore(b, newPool(b, 4))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for j := range batch {
+			batch[j] = keys[next.Add(1)%benchKeys]
+		}
+		if err := s.TakeMany(ctx, batch, shapes, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// BenchmarkRowKey measures the row key of a 24-byte client id, plain
+// SHA-256 and with WithHashedKeys: the CPU that option adds to every call.
+func BenchmarkRowKey(b *testing.B) {
+	const id = "client-1234567@10.1.2.3"
+	pool := newPool(b, 1)
+	hashed, err := New(context.Background(), pool, WithSchema(testSchema(b, pool)), WithHashedKeys([]byte(testSecret)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range []struct {
+		name string
+		s    *Store
+	}{{"sha256", &Store{}}, {"hmac", hashed}} {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if len(s.s.rowKey(id)) != sha256.Size {
+					b.Fatal("short key")
+				}
+			}
+		})
+	}
 }

@@ -3,13 +3,17 @@ package pgstore
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,20 +28,24 @@ var schemaSQL string
 // schemaVersion is recorded in the schema's meta table. New reinstalls the
 // tables and functions when the recorded version differs; bump it whenever
 // schema.sql changes.
-const schemaVersion = 2
+const schemaVersion = 3
 
-// tables are the four namespaces, in the order Delete clears them.
-var tables = []string{"buckets", "slots", "bursts", "vals"}
+// refillWindow is pace.BurstRefillWindow in nanoseconds, as install writes
+// it into the burst functions: the SQL holds no constant of its own.
+var refillWindow = strconv.FormatInt(int64(pace.BurstRefillWindow), 10)
+
+// tables are the five namespaces, in the order Delete clears them.
+var tables = []string{"buckets", "slots", "bursts", "vals", "takes"}
 
 var _ pace.Store = (*Store)(nil)
 
 // Store is a pace.Store on PostgreSQL: token buckets, slot counters (plain
-// and under the burst model of pace.AdmitBurst) and memoised values in four
-// tables of one schema, shared by every process that opens a Store on the
+// and under the burst model of pace.AdmitBurst), memoised values and the
+// multi-shape keys of Take in five tables of one schema, shared by every process that opens a Store on the
 // same database and schema.
 //
 // Every operation is one round trip: one call of a server-side PL/pgSQL
-// function (or, for Get, one SELECT), which locks the key's row
+// function (or, for Get, one SELECT; TakeMany is one call over arrays), which locks the key's row
 // (SELECT … FOR UPDATE, or the conflict of INSERT … ON CONFLICT for a new
 // key), reads the database clock, decides and writes. Decisions are therefore
 // exact across any number of connections and processes: N callers racing
@@ -72,7 +80,9 @@ var _ pace.Store = (*Store)(nil)
 // Keys are stored as their SHA-256 digest, so any key up to pace.MaxKeyLen
 // bytes fits, keys need not be valid UTF-8, and no client-supplied
 // identifier is stored in the clear; two keys share state only through a
-// SHA-256 collision.
+// SHA-256 collision. A plain digest hides only keys that cannot be guessed:
+// whoever reads the tables can hash every IPv4 address in minutes and find
+// the ones stored. WithHashedKeys stores a keyed hash instead.
 //
 // A row that has become indistinguishable from an absent one (a full bucket,
 // an expired counter or value, a burst slot past its ReclaimAt) is treated as
@@ -99,12 +109,16 @@ type Store struct {
 	// passed as every function's p_now.
 	now func() int64
 	q   queries
+	// macs, with WithHashedKeys, hash keys under the secret; nil: plain
+	// SHA-256.
+	macs *sync.Pool
 }
 
 type queries struct {
 	take, acquireSlot, releaseSlot, refreshSlot string
 	acquireBurst, releaseBurst, refreshBurst    string
 	get, set, del, sweep                        string
+	takeAll, takeMany, refundAll                string
 }
 
 // New returns a Store on pool, creating its schema, tables and functions if
@@ -127,7 +141,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	schema := pgx.Identifier{cfg.schema}.Sanitize()
 	if err := install(ctx, pool, cfg, schema); err != nil {
-		return nil, fmt.Errorf("pgstore: installing schema %s: %w", schema, err)
+		return nil, fmt.Errorf("pgstore: installing schema %+q: %w", cfg.schema, err) // %+q: ASCII whatever the name
 	}
 	// Every statement that writes ends with @c@: nothing, or a one-row
 	// function in FROM that turns off synchronous commit for the statement's
@@ -154,7 +168,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)@c@`),
 			del:          r.Replace(`SELECT @s@.delete_key($1)@c@`),
 			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)@c@`),
+			takeAll:      r.Replace(`SELECT t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_all($1, $2, $3, $4, $5, $6) AS t@j@`),
+			takeMany:     r.Replace(`SELECT t.r_ord, t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_many($1, $2, $3, $4, $5, $6) AS t@j@`),
+			refundAll:    r.Replace(`SELECT @s@.refund_all($1, $2, $3, $4, $5, $6)@c@`),
 		},
+	}
+	if cfg.hashed {
+		s.macs = &sync.Pool{New: func() any { return hmac.New(sha256.New, cfg.secret) }}
 	}
 	return s, nil
 }
@@ -187,13 +207,27 @@ func install(ctx context.Context, pool *pgxpool.Pool, cfg config, schema string)
 				unlogged = "UNLOGGED"
 			}
 			ddl := strings.NewReplacer("@schema@", schema, "@unlogged@", unlogged,
-				"@version@", strconv.Itoa(schemaVersion)).Replace(schemaSQL)
+				"@version@", strconv.Itoa(schemaVersion), "$$", dollarTag(schema),
+				"@refill_window@", refillWindow).Replace(schemaSQL)
 			if _, err := tx.Exec(ctx, ddl); err != nil {
 				return err
 			}
 		}
 		return alignPersistence(ctx, tx, cfg)
 	})
+}
+
+// dollarTag returns the delimiter that quotes the function bodies of
+// schema.sql once quoted is spliced into them: a tagged dollar quote that
+// does not occur in quoted, so that no schema name can end a body early.
+// (Within a body the name is then lexed as the quoted identifier it is.)
+func dollarTag(quoted string) string {
+	for i := 0; ; i++ {
+		tag := "$pgstore" + strconv.Itoa(i) + "$"
+		if !strings.Contains(quoted, tag) {
+			return tag
+		}
+	}
 }
 
 // alignPersistence makes the tables LOGGED or UNLOGGED as cfg asks, when
@@ -238,10 +272,24 @@ func (s *Store) Close(context.Context) error {
 // errClosed is returned by every method after Close.
 var errClosed = fmt.Errorf("pgstore: %w", pace.ErrClosed)
 
-// digest returns the row key for key.
+// digest returns the row key of key without WithHashedKeys: its SHA-256.
 func digest(key string) []byte {
 	sum := sha256.Sum256([]byte(key))
 	return sum[:]
+}
+
+// rowKey returns the row key of key: its digest, or with WithHashedKeys its
+// HMAC-SHA-256 under the secret.
+func (s *Store) rowKey(key string) []byte {
+	if s.macs == nil {
+		return digest(key)
+	}
+	m := s.macs.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, key)
+	sum := m.Sum(nil)
+	s.macs.Put(m)
+	return sum
 }
 
 // nowArg returns the p_now argument: nil (the database clock) unless a test
@@ -266,7 +314,7 @@ func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPer
 		return false, 0, err
 	}
 	var wait int64
-	err = s.pool.QueryRow(ctx, s.q.take, digest(key), int64(b.Interval()), int64(b.Tolerance()), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.take, s.rowKey(key), int64(b.Interval()), int64(b.Tolerance()), s.nowArg(), s.sweep).
 		Scan(&allowed, &wait)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: TokenBucket: %w", err)
@@ -284,7 +332,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
-	err = s.pool.QueryRow(ctx, s.q.acquireSlot, digest(key), limit, int64(ttl), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.acquireSlot, s.rowKey(key), limit, int64(ttl), s.nowArg(), s.sweep).
 		Scan(&acquired, &current)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: AcquireSlot: %w", err)
@@ -301,7 +349,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
-	err = s.pool.QueryRow(ctx, s.q.acquireBurst, digest(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
+	err = s.pool.QueryRow(ctx, s.q.acquireBurst, s.rowKey(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
 		Scan(&acquired, &current)
 	if err != nil {
 		return false, 0, fmt.Errorf("pgstore: AcquireSlotBurst: %w", err)
@@ -344,12 +392,12 @@ func (s *Store) exec(ctx context.Context, op, key, sql string, ttl time.Duration
 		if err := pace.ValidateKey(key); err != nil {
 			return err
 		}
-		_, err = s.pool.Exec(ctx, sql, digest(key), s.nowArg())
+		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), s.nowArg())
 	} else {
 		if err := pace.ValidateRefresh(key, ttl); err != nil {
 			return err
 		}
-		_, err = s.pool.Exec(ctx, sql, digest(key), int64(ttl), s.nowArg())
+		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), int64(ttl), s.nowArg())
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -366,7 +414,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	var v []byte
-	err := s.pool.QueryRow(ctx, s.q.get, digest(key), s.nowArg()).Scan(&v)
+	err := s.pool.QueryRow(ctx, s.q.get, s.rowKey(key), s.nowArg()).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: Get: %w", pace.ErrNotFound)
 	}
@@ -394,13 +442,13 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if value == nil {
 		value = []byte{} // nil would be sent as NULL
 	}
-	if _, err := s.pool.Exec(ctx, s.q.set, digest(key), value, int64(ttl), s.nowArg(), s.sweep); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.set, s.rowKey(key), value, int64(ttl), s.nowArg(), s.sweep); err != nil {
 		return fmt.Errorf("pgstore: Set: %w", err)
 	}
 	return nil
 }
 
-// Delete implements pace.Store.Delete, in one round trip for the four
+// Delete implements pace.Store.Delete, in one round trip for the five
 // namespaces.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
@@ -409,13 +457,13 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := pace.ValidateKey(key); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, s.q.del, digest(key)); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.del, s.rowKey(key)); err != nil {
 		return fmt.Errorf("pgstore: Delete: %w", err)
 	}
 	return nil
 }
 
-// Sweep deletes up to limit reclaimable rows from each of the four tables,
+// Sweep deletes up to limit reclaimable rows from each of the five tables,
 // in one round trip, and reports how many it deleted. Rows locked by running
 // operations are skipped. Operations already sweep in small batches (see
 // WithSweepBatch); Sweep is for callers that disabled that, or that want the

@@ -1,6 +1,10 @@
--- Schema of pgstore. New runs this file, with @schema@ replaced by the quoted
--- schema name and @unlogged@ by UNLOGGED or nothing, under an advisory lock,
--- whenever the schema's recorded version differs from schemaVersion.
+-- Schema of pgstore. New runs this file, with the schema placeholder replaced
+-- by the quoted schema name, the persistence placeholder by UNLOGGED or
+-- nothing, and every empty dollar-quote delimiter by a tagged one that does
+-- not occur in the quoted name, under an advisory lock, whenever the schema's
+-- recorded version differs from schemaVersion. The placeholders stand only in
+-- code, never in a comment or a string literal (a test checks this), so a
+-- name, whatever its characters, is never anything but one quoted identifier.
 --
 -- Conventions:
 --   * keys are the SHA-256 digest of the caller's key (32 bytes), so every
@@ -63,6 +67,19 @@ CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.vals (
 	expires bigint
 );
 CREATE INDEX IF NOT EXISTS vals_expires ON @schema@.vals (expires) WHERE expires IS NOT NULL;
+
+-- Keys of Take: an arrival time per shape, by position (tats), and the
+-- reorder count gen and what it was when the key was created (born). A row
+-- whose arrival times are all not after now is full, the same state as an
+-- absent row; its reclaim time is the latest arrival time.
+CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.takes (
+	key bytea PRIMARY KEY,
+	tats bigint[] NOT NULL,
+	gen bigint NOT NULL,
+	born bigint NOT NULL,
+	sweep_at bigint NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX IF NOT EXISTS takes_sweep_at ON @schema@.takes (sweep_at);
 
 -- now_ns reads the database clock in nanoseconds since the Unix epoch.
 -- clock_timestamp(), not statement_timestamp(): the callers read it after
@@ -128,6 +145,19 @@ LANGUAGE sql AS $$
 	SELECT count(*) FROM gone
 $$;
 
+-- sweep_takes deletes up to p_limit rows of takes that are reclaimable at
+-- p_now and returns how many; rows locked by running operations are skipped.
+CREATE OR REPLACE FUNCTION @schema@.sweep_takes(p_limit integer, p_now bigint) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH gone AS (
+		DELETE FROM @schema@.takes b WHERE b.key = ANY (ARRAY(
+			SELECT s.key FROM @schema@.takes s WHERE s.sweep_at <= p_now
+			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
+		AND b.sweep_at <= p_now
+		RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
 -- sweep_vals deletes up to p_limit rows of vals that are reclaimable at
 -- p_now and returns how many; rows locked by running operations are skipped.
 CREATE OR REPLACE FUNCTION @schema@.sweep_vals(p_limit integer, p_now bigint) RETURNS bigint
@@ -150,7 +180,8 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- burst_charge is pace.chargeBurst: account for the time from st.assessed
--- to t at st.live. The window constant is pace.BurstRefillWindow (1 h).
+-- to t at st.live. The window is pace.BurstRefillWindow, in nanoseconds,
+-- written in by New.
 CREATE OR REPLACE FUNCTION @schema@.burst_charge(st @schema@.bursts, t bigint) RETURNS @schema@.bursts
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -165,7 +196,7 @@ BEGIN
 		st.remaining := greatest(st.remaining - @schema@.mul_div(v_elapsed, st.live - st.sustained, st.sustained), 0);
 		RETURN st;
 	END IF;
-	v_refill := @schema@.mul_div(v_elapsed, st.budget, 3600000000000);
+	v_refill := @schema@.mul_div(v_elapsed, st.budget, @refill_window@);
 	IF v_refill >= st.budget - st.remaining THEN
 		st.remaining := st.budget;
 	ELSE
@@ -193,7 +224,7 @@ $$;
 CREATE OR REPLACE FUNCTION @schema@.burst_reclaim(st @schema@.bursts) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN st.remaining < st.budget OR st.live > st.sustained
-		THEN @schema@.sat_add(at, 2 * 3600000000000) ELSE at END
+		THEN @schema@.sat_add(at, 2 * @refill_window@) ELSE at END
 	FROM (SELECT CASE WHEN st.live > 0 AND st.expires > st.assessed THEN st.expires ELSE st.assessed END AS at) AS a
 $$;
 
@@ -479,7 +510,7 @@ BEGIN
 END
 $$;
 
--- delete_key is Store.Delete: the key in all four namespaces.
+-- delete_key is Store.Delete: the key in all five namespaces.
 CREATE OR REPLACE FUNCTION @schema@.delete_key(p_key bytea) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -487,6 +518,7 @@ BEGIN
 	DELETE FROM @schema@.slots s WHERE s.key = p_key;
 	DELETE FROM @schema@.bursts b WHERE b.key = p_key;
 	DELETE FROM @schema@.vals v WHERE v.key = p_key;
+	DELETE FROM @schema@.takes t WHERE t.key = p_key;
 END
 $$;
 
@@ -498,7 +530,176 @@ DECLARE
 	v_now bigint := coalesce(p_now, @schema@.now_ns());
 BEGIN
 	RETURN @schema@.sweep_buckets(p_limit, v_now) + @schema@.sweep_slots(p_limit, v_now)
-		+ @schema@.sweep_bursts(p_limit, v_now) + @schema@.sweep_vals(p_limit, v_now);
+		+ @schema@.sweep_bursts(p_limit, v_now) + @schema@.sweep_vals(p_limit, v_now)
+		+ @schema@.sweep_takes(p_limit, v_now);
+END
+$$;
+
+-- last_tat returns the latest of the arrival times tats, or p_now when it
+-- is later or there are none: a key is full at p_now exactly when its
+-- last_tat is not after p_now.
+CREATE OR REPLACE FUNCTION @schema@.last_tat(tats bigint[], p_now bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT greatest(max(t), p_now) FROM unnest(tats) AS t
+$$;
+
+-- pad returns tats with p_now (a full shape) appended up to p_n arrival
+-- times: a shape a key holds none for is full.
+CREATE OR REPLACE FUNCTION @schema@.pad(tats bigint[], p_n integer, p_now bigint) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT tats || array_fill(p_now, ARRAY[greatest(p_n - cardinality(tats), 0)])
+$$;
+
+-- take_all is pace.TakeAll on the key's arrival times, one take of every
+-- shape (p_intervals[i], p_tolerances[i], computed in Go) or none, at the
+-- database clock. A key that is absent or full starts a new life with the
+-- reorder count p_gen. A refusal writes nothing. It returns whether it
+-- took, the clock, the key's count and its arrival times before the
+-- decision (one per shape), from which Go derives the grant with the same
+-- arithmetic. Shapes past the given ones keep their arrival times.
+-- p_sweep reclaimable rows are swept when the take inserts a row.
+CREATE OR REPLACE FUNCTION @schema@.take_all(p_key bytea, p_intervals bigint[], p_tolerances bigint[], p_gen bigint,
+	p_now bigint, p_sweep integer, OUT r_taken boolean, OUT r_now bigint, OUT r_gen bigint, OUT r_tats bigint[])
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_n integer := cardinality(p_intervals);
+	v_row @schema@.takes;
+	v_found boolean;
+	v_next bigint[];
+	v_base bigint;
+	v_last bigint;
+BEGIN
+	LOOP
+		SELECT * INTO v_row FROM @schema@.takes t WHERE t.key = p_key FOR UPDATE;
+		v_found := FOUND;
+		r_now := coalesce(p_now, @schema@.now_ns());
+		IF NOT v_found OR @schema@.last_tat(v_row.tats, r_now) <= r_now THEN
+			v_row := ROW(p_key, '{}'::bigint[], p_gen, p_gen, NULL);
+		END IF;
+		r_gen := v_row.gen;
+		r_tats := @schema@.pad(v_row.tats[1:v_n], v_n, r_now);
+		r_taken := true;
+		v_next := @schema@.pad(v_row.tats, v_n, r_now);
+		FOR i IN 1..v_n LOOP
+			-- pace.Bucket.Take
+			v_base := greatest(r_tats[i], r_now);
+			IF v_base - r_now + p_intervals[i] > p_tolerances[i] THEN
+				r_taken := false;
+				RETURN;
+			END IF;
+			v_next[i] := v_base + p_intervals[i];
+		END LOOP;
+		v_last := @schema@.last_tat(v_next, r_now);
+		IF v_found THEN
+			IF v_last <= r_now THEN
+				DELETE FROM @schema@.takes t WHERE t.key = p_key;
+			ELSE
+				UPDATE @schema@.takes t SET tats = v_next, gen = v_row.gen, born = v_row.born,
+					sweep_at = @schema@.sweep_after(v_last, r_now, v_row.sweep_at)
+				WHERE t.key = p_key;
+			END IF;
+			RETURN;
+		END IF;
+		IF v_last <= r_now THEN
+			RETURN; -- every shape still full (takes of cost zero): nothing to keep
+		END IF;
+		INSERT INTO @schema@.takes (key, tats, gen, born, sweep_at)
+		VALUES (p_key, v_next, p_gen, p_gen, @schema@.sweep_after(v_last, r_now, NULL))
+		ON CONFLICT (key) DO NOTHING;
+		IF FOUND THEN
+			IF p_sweep > 0 THEN
+				PERFORM @schema@.sweep_takes(p_sweep, r_now);
+			END IF;
+			RETURN;
+		END IF;
+		-- Another caller inserted the key since our SELECT: decide again on its row.
+	END LOOP;
+END
+$$;
+
+-- take_many is take_all on every key of p_keys with the same shapes, in one
+-- call, returning a row per key with its position in p_keys (from 1). The
+-- keys are locked in the order of their bytes, so that calls over
+-- overlapping keys never wait for each other in a cycle; a key given twice
+-- is taken twice, in order. The sweep runs once, after every key is held,
+-- so that it never waits either.
+CREATE OR REPLACE FUNCTION @schema@.take_many(p_keys bytea[], p_intervals bigint[], p_tolerances bigint[], p_gen bigint,
+	p_now bigint, p_sweep integer)
+RETURNS TABLE (r_ord integer, r_taken boolean, r_now bigint, r_gen bigint, r_tats bigint[])
+LANGUAGE plpgsql AS $$
+BEGIN
+	FOR r_ord IN SELECT k.ord FROM unnest(p_keys) WITH ORDINALITY AS k(key, ord) ORDER BY k.key, k.ord LOOP
+		SELECT t.r_taken, t.r_now, t.r_gen, t.r_tats INTO r_taken, r_now, r_gen, r_tats
+		FROM @schema@.take_all(p_keys[r_ord], p_intervals, p_tolerances, p_gen, p_now, 0) AS t;
+		RETURN NEXT;
+	END LOOP;
+	IF p_sweep > 0 AND r_now IS NOT NULL THEN
+		PERFORM @schema@.sweep_takes(p_sweep * cardinality(p_keys), r_now);
+	END IF;
+END
+$$;
+
+-- refund_all is pace.RefundAll of the receipt (p_at, p_gen, p_reserved) on
+-- the key's arrival times, at the database clock, with the rules of
+-- pace.Buckets: the refund is intact while the key's count equals p_gen; one
+-- that reorders raises the count. An absent or full key, and a
+-- receipt from before the key's present life (p_gen outside [born, gen]),
+-- are left alone; a refund that leaves every shape full deletes the row. It
+-- returns whether anything was given back.
+CREATE OR REPLACE FUNCTION @schema@.refund_all(p_key bytea, p_intervals bigint[], p_at bigint, p_gen bigint,
+	p_reserved bigint[], p_now bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_n integer := cardinality(p_intervals);
+	v_row @schema@.takes;
+	v_now bigint;
+	v_intact boolean;
+	v_tat bigint;
+	v_end bigint;
+	v_give bigint;
+	v_gave boolean := false;
+	v_reordered boolean := false;
+	v_last bigint;
+BEGIN
+	SELECT * INTO v_row FROM @schema@.takes t WHERE t.key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	v_now := coalesce(p_now, @schema@.now_ns());
+	IF @schema@.last_tat(v_row.tats, v_now) <= v_now OR p_gen < v_row.born OR p_gen > v_row.gen THEN
+		RETURN false; -- full (absent), or taken before the key was last absent
+	END IF;
+	v_intact := v_row.gen = p_gen;
+	v_row.tats := @schema@.pad(v_row.tats, v_n, v_now);
+	FOR i IN 1..v_n LOOP
+		-- pace.Bucket.Refund
+		v_tat := v_row.tats[i];
+		v_end := p_at + p_intervals[i];
+		IF v_intact THEN
+			CONTINUE WHEN v_tat < p_reserved[i] AND p_reserved[i] > v_now; -- given back already
+			v_end := p_reserved[i];
+		END IF;
+		v_give := least(p_intervals[i], greatest(v_end - v_now, 0));
+		CONTINUE WHEN v_give = 0;
+		v_gave := true;
+		v_reordered := v_reordered OR NOT v_intact OR v_tat <> p_reserved[i];
+		v_row.tats[i] := greatest(v_tat - v_give, v_now);
+	END LOOP;
+	IF NOT v_gave THEN
+		RETURN false;
+	END IF;
+	IF v_reordered THEN
+		v_row.gen := v_row.gen + 1;
+	END IF;
+	v_last := @schema@.last_tat(v_row.tats, v_now);
+	IF v_last <= v_now THEN
+		DELETE FROM @schema@.takes t WHERE t.key = p_key;
+	ELSE
+		UPDATE @schema@.takes t SET tats = v_row.tats, gen = v_row.gen,
+			sweep_at = @schema@.sweep_after(v_last, v_now, v_row.sweep_at)
+		WHERE t.key = p_key;
+	END IF;
+	RETURN true;
 END
 $$;
 

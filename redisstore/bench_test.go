@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/redis/go-redis/v9"
 )
 
 // benchKeys is the number of distinct keys the benchmarks spread over.
@@ -16,8 +19,8 @@ const benchKeys = 10_000
 // server over loopback, with 1 and 16 concurrent callers. The shape admits
 // every call, so each one runs the script's full path (read, decide, write).
 func BenchmarkTokenBucket(b *testing.B) {
-	s, _ := newTestStore(b)
-	benchDecisions(b, func(ctx context.Context, key string) (bool, error) {
+	s, c := newTestStore(b)
+	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		ok, _, err := s.TokenBucket(ctx, key, 1e6, 1e6, 1)
 		return ok, err
 	})
@@ -27,17 +30,20 @@ func BenchmarkTokenBucket(b *testing.B) {
 // 16 concurrent callers. sustained is far above the number of calls, so each
 // one is admitted and rewrites the slot's state.
 func BenchmarkAcquireSlotBurst(b *testing.B) {
-	s, _ := newTestStore(b)
-	benchDecisions(b, func(ctx context.Context, key string) (bool, error) {
+	s, c := newTestStore(b)
+	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		ok, _, err := s.AcquireSlotBurst(ctx, key, 1<<40, 1<<40, time.Minute, time.Minute)
 		return ok, err
 	})
 }
 
 // benchDecisions runs decide over benchKeys keys, serially and from 16
-// goroutines, reports decisions per second, and fails unless every call was
-// admitted without error (so the benchmark measured the path it names).
-func benchDecisions(b *testing.B, decide func(ctx context.Context, key string) (bool, error)) {
+// goroutines, reports decisions per second and the server's own time per
+// script call (srv-µs/op, from INFO commandstats: meaningful only on a
+// server that runs nothing else, as run by internal/bench/run.sh), and
+// fails unless every call was admitted without error (so the benchmark
+// measured the path it names).
+func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Context, key string) (bool, error)) {
 	keys := make([]string, benchKeys)
 	for i := range keys {
 		keys[i] = "bench:" + strconv.Itoa(i)
@@ -60,6 +66,7 @@ func benchDecisions(b *testing.B, decide func(ctx context.Context, key string) (
 					refused.Add(1)
 				}
 			}
+			calls0, usec0 := evalshaStats(b, c)
 			b.ResetTimer()
 			if callers == 1 {
 				for range b.N {
@@ -75,11 +82,57 @@ func benchDecisions(b *testing.B, decide func(ctx context.Context, key string) (
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			if calls, usec := evalshaStats(b, c); calls > calls0 {
+				b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "srv-µs/op")
+			}
 			if err := failure.Load(); err != nil {
 				b.Fatal(*err)
 			}
 			if n := refused.Load(); n > 0 {
 				b.Fatalf("%d of %d calls refused; the benchmark must measure admissions", n, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkTake measures Take of one shape, with 1 and 16 concurrent
+// callers, on the same server and keys as BenchmarkTokenBucket: compare the
+// two in one run.
+func BenchmarkTake(b *testing.B) {
+	s, c := newTestStore(b)
+	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
+		g, err := s.Take(ctx, key, shapes)
+		return g.OK, err
+	})
+}
+
+// BenchmarkTakeHashedKeys is BenchmarkTake on a Store with WithHashedKeys:
+// the difference is the per-call cost of hashing the key.
+func BenchmarkTakeHashedKeys(b *testing.B) {
+	s, c := newTestStore(b, WithHashedKeys([]byte(testSecret)))
+	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
+		g, err := s.Take(ctx, key, shapes)
+		return g.OK, err
+	})
+}
+
+// BenchmarkKey measures building one Redis key in the client, in the clear
+// and hashed, for a client id of 24 bytes: the CPU that WithHashedKeys adds
+// to every call.
+func BenchmarkKey(b *testing.B) {
+	const id = "client-1234567@10.1.2.3"
+	for _, kb := range []struct {
+		name string
+		k    keyer
+	}{{"clear", keyer{prefix: DefaultPrefix}}, {"hashed", keyer{prefix: DefaultPrefix, hash: newHasher([]byte(testSecret))}}} {
+		b.Run(kb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if kb.k.key(id, nsTake) == "" {
+					b.Fatal("empty key")
+				}
 			}
 		})
 	}

@@ -17,8 +17,9 @@ import (
 // Store is a pace.Store whose state lives in Redis, so that every replica of
 // a service that shares the Redis shares its limits.
 //
-// Every method is one round trip. The stateful ones (TokenBucket, the slot
-// methods, Delete) are Lua scripts sent with EVALSHA, loaded again with EVAL
+// Every method is one round trip (TakeMany: one pipeline). The stateful ones
+// (TokenBucket, Take, TakeMany, Refund, the slot methods, Delete) are Lua
+// scripts sent with EVALSHA, loaded again with EVAL
 // when the server answers NOSCRIPT (after a restart or a SCRIPT FLUSH); Get,
 // Set and RefreshSlot are single native commands (GET, SET, PEXPIRE). A
 // script runs atomically on the server, so each decision is atomic per key
@@ -38,16 +39,17 @@ import (
 // number.
 //
 // Every key expires by itself: a token bucket when it has refilled to full
-// (its TAT), a plain slot counter at its TTL, a burst slot at its ReclaimAt
+// (its TAT), the shapes of Take when every one is full, a plain slot counter at its TTL, a burst slot at its ReclaimAt
 // (no live connection and a full budget), a value at its TTL. The one
 // exception is a value Set with ttl 0, which never expires. TTLs and expiry
 // instants are rounded up to the millisecond, the resolution of Redis
 // expiry.
 //
 // Keys are the prefix (WithPrefix, default "pace:"), the user key inside a
-// Redis Cluster hash tag, and a namespace: "pace:{user42}:b" for a bucket,
-// ":s" for a plain slot, ":u" for a burst slot and ":v" for a value. The
-// four namespaces of one user key therefore share one hash slot, and Delete
+// Redis Cluster hash tag (or its keyed hash: WithHashedKeys), and a
+// namespace: "pace:{user42}:b" for a bucket, ":s" for a plain slot, ":u" for
+// a burst slot, ":v" for a value and ":t" for the shapes of Take. The five
+// namespaces of one user key therefore share one hash slot, and Delete
 // clears them in one script, on a single node, a Cluster or a Ring alike.
 //
 // Redis 6.2 or later is required (SET with PXAT); scripts rely on effect
@@ -86,8 +88,13 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	switch {
 	case client == nil:
 		s.err = fmt.Errorf("%w: redisstore: nil client", pace.ErrInvalidArgument)
+	case cfg.hashed && len(cfg.secret) < MinKeySecret:
+		s.err = fmt.Errorf("%w: redisstore: key secret of %d bytes; want at least %d", pace.ErrInvalidArgument, len(cfg.secret), MinKeySecret)
 	default:
 		s.err = checkPrefix(cfg.prefix)
+	}
+	if cfg.hashed {
+		s.keys.hash = newHasher(cfg.secret)
 	}
 	return s
 }
@@ -312,7 +319,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	return nil
 }
 
-// Delete removes key from all four namespaces in one script; see
+// Delete removes key from all five namespaces in one script; see
 // pace.Store.Delete.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.usable(); err != nil {

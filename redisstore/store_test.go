@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/ratepace/pace/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,23 @@ func TestContractCluster(t *testing.T) {
 	addrs := startCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+	t.Run("Plain", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+	})
+	t.Run("HashedKeys", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) pace.Store { return New(c, WithHashedKeys([]byte(testSecret))) })
+	})
+	// TakeMany's pipeline across the nodes, and the scripts' arithmetic,
+	// against the Go reference.
+	t.Run("TakeMatchesReference", func(t *testing.T) {
+		clock := newFakeClock()
+		s := New(c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)), withClock(clock.Now))
+		seen := takemodel.Scenario(t, s, testSeed(t), 500, true,
+			func() time.Duration { return time.Duration(clock.now.UnixNano()) },
+			func(d time.Duration) { clock.now = clock.now.Add(d) },
+			func(k string) *takemodel.State { return storedTake(t, c, s.keys.key(k, nsTake)) })
+		takemodel.RequireSeen(t, seen, "taken", "refused", "TakeMany", "refund: exact", "refund: reordered")
+	})
 }
 
 // TestContractRing runs the contract suite on a Ring of two servers that the
@@ -45,18 +62,6 @@ func TestContractRing(t *testing.T) {
 	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
-}
-
-// hashTag is the part of key that Redis Cluster (and a go-redis Ring)
-// hashes: the text between the first "{" and the first "}" after it, when
-// that is not empty; otherwise the whole key.
-func hashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
 }
 
 func TestKeysShareHashSlot(t *testing.T) {
@@ -69,12 +74,12 @@ func TestKeysShareHashSlot(t *testing.T) {
 		seen := map[string]string{}
 		for _, u := range users {
 			all := kb.all(u)
-			tag := hashTag(all[0])
-			for i, ns := range []string{nsBucket, nsSlot, nsBurst, nsValue} {
+			tag := hashTagOf(all[0])
+			for i, ns := range []string{nsBucket, nsSlot, nsBurst, nsValue, nsTake} {
 				if all[i] != kb.key(u, ns) {
 					t.Errorf("prefix %q: all(%q)[%d] = %q; want key(%q, %q) = %q", prefix, u, i, all[i], u, ns, kb.key(u, ns))
 				}
-				if got := hashTag(all[i]); got != tag || got == all[i] {
+				if got := hashTagOf(all[i]); got != tag || got == all[i] {
 					t.Errorf("prefix %q: key %q hashes %q; want the shared tag %q, not the whole key", prefix, all[i], got, tag)
 				}
 				if other, dup := seen[all[i]]; dup {
@@ -293,7 +298,7 @@ func TestReplicasShareLimits(t *testing.T) {
 }
 
 // FuzzKeys checks the key layout for any prefix and pair of user keys: the
-// four keys of a user key share one non-empty hash tag (so one Cluster
+// five keys of a user key share one non-empty hash tag (so one Cluster
 // slot), and two different user keys never share a key.
 func FuzzKeys(f *testing.F) {
 	f.Add(DefaultPrefix, "user:42", "user:43")
@@ -308,8 +313,8 @@ func FuzzKeys(f *testing.F) {
 		for _, u := range []string{a, b} {
 			all := kb.all(u)
 			for _, k := range all {
-				if tag := hashTag(k); tag != hashTag(all[0]) || tag == k {
-					t.Fatalf("prefix %q, key %q: %q hashes %q; want the tag %q shared by %q", prefix, u, k, tag, hashTag(all[0]), all)
+				if tag := hashTagOf(k); tag != hashTagOf(all[0]) || tag == k {
+					t.Fatalf("prefix %q, key %q: %q hashes %q; want the tag %q shared by %q", prefix, u, k, tag, hashTagOf(all[0]), all)
 				}
 			}
 		}

@@ -55,6 +55,20 @@ var subtests = []subtest{
 	{"RefreshSlotBurstKeepsAlive", testRefreshBurstKeepsAlive},
 	{"RefreshSlotBurstNoResurrection", testRefreshBurstNoResurrection},
 
+	{"TakeInvalidArguments", testTakeInvalid},
+	{"TakeReportsGrant", testTakeGrant},
+	{"TakeReceiptTimes", testTakeReceiptTimes},
+	{"TakeRetryAfterSuffices", testTakeRetryAfterSuffices},
+	{"TakeSeveralShapesAllOrNothing", testTakeAllOrNothing},
+	{"TakeSeveralShapesAdmitWhatAllAllow", testTakeAdmitsWhatAllAllow},
+	{"TakeManyEqualsTake", testTakeManyEqualsTake},
+	{"RefundAtOnceIsExact", testRefundAtOnce},
+	{"RefundLateGivesOnlyItsOwnPart", testRefundLate},
+	{"RefundNeverOverPace", testRefundNeverOverPace},
+	{"RefundZeroReceipt", testRefundZero},
+	{"RefundNeverAboveFull", testRefundNeverAboveFull},
+	{"RefundAfterDeleteGivesNothing", testRefundAfterDelete},
+
 	{"NamespacesSeparate", testNamespaces},
 	{"DeleteClearsAllNamespaces", testDelete},
 
@@ -71,6 +85,8 @@ var subtests = []subtest{
 	{"ConcurrentAcquireSlotBurst", testConcurrentAcquireSlotBurst},
 	{"ConcurrentTokenBucket", testConcurrentTokenBucket},
 	{"ConcurrentAcquireRelease", testConcurrentAcquireRelease},
+	{"ConcurrentTake", testConcurrentTake},
+	{"ConcurrentTakeRefund", testConcurrentTakeRefund},
 	{"ConcurrentDeleteTokenBucket", testConcurrentDeleteTokenBucket},
 }
 
@@ -204,6 +220,17 @@ func testMaxKeyLen(c *check) {
 	if v, err := c.s.Get(c.ctx, k); string(v) != "v" || err != nil {
 		c.t.Errorf("Get(<MaxKeyLen bytes>) = %q, %v; want \"v\", nil", v, err)
 	}
+	one := c.shapes(spec{1, perHour})
+	g, err := c.s.Take(c.ctx, k, one.b)
+	if !g.OK || err != nil {
+		c.t.Errorf("Take(<MaxKeyLen bytes>, %s) = %s, %v; want OK, nil", one.desc, showGrant(g), err)
+	}
+	if err := c.s.Refund(c.ctx, k, one.b, g.Receipt); err != nil {
+		c.t.Errorf("Refund(<MaxKeyLen bytes>, %s, its receipt) = %v; want nil", one.desc, err)
+	}
+	if err := c.s.TakeMany(c.ctx, []string{k, k}, one.b, make([]pace.Grant, 2)); err != nil {
+		c.t.Errorf("TakeMany(<MaxKeyLen bytes> twice, %s) = %v; want nil", one.desc, err)
+	}
 	for _, f := range []func(context.Context, string) error{c.s.ReleaseSlot, c.s.ReleaseSlotBurst, c.s.Delete} {
 		if err := f(c.ctx, k); err != nil {
 			c.t.Errorf("ReleaseSlot, ReleaseSlotBurst or Delete(<MaxKeyLen bytes>) = %v; want nil", err)
@@ -216,13 +243,18 @@ func testMaxKeyLen(c *check) {
 // them must keep them all apart.
 func testKeysAreOpaque(c *check) {
 	keys := []string{"x", "x:", ":x", "s:x", "v:x", "b:x", "{x}", "x*", "x%", "x_", "x'", `x"`, `x\`, "x y", "x\n", "χ", "x;--"}
+	one := c.shapes(spec{1, perHour})
 	for _, k := range keys {
 		c.wantTake(k, 1, perHour, 1, true)
 		c.wantAcquire(k, 1, longTTL, true, 1)
 		c.wantAcquireBurst(k, 1, 1, 0, longTTL, true, 1)
 		c.set(k, []byte("value of "+k), longTTL)
+		c.admit(k, one)
 	}
 	for _, k := range keys {
+		if g := c.take(k, one); g.OK {
+			c.t.Errorf("Take(%q, %s) = %s a second time; want refused", k, one.desc, showGrant(g))
+		}
 		c.wantTake(k, 1, perHour, 1, false)
 		c.wantAcquire(k, 1, longTTL, false, 1)
 		c.wantAcquireBurst(k, 1, 1, 0, longTTL, false, 1)
@@ -593,14 +625,26 @@ func testRefreshBurstNoResurrection(c *check) {
 	c.wantAcquireBurst("k", 1, 1, 0, longTTL, true, 1)
 }
 
-// fill puts k in all four namespaces: a spent bucket of one token, a full
-// plain slot and a full burst slot of limit one, and a value.
+// fill puts k in all five namespaces: a spent bucket of one token, a full
+// plain slot and a full burst slot of limit one, a value, and a spent Take
+// of one shape of one take (the shape of the bucket, so that a store keeping
+// both in one place fails here).
 func (c *check) fill(k string) {
 	c.t.Helper()
 	c.wantTake(k, 1, perHour, 1, true)
 	c.wantAcquire(k, 1, longTTL, true, 1)
 	c.wantAcquireBurst(k, 1, 1, 0, longTTL, true, 1)
 	c.set(k, []byte("v"), longTTL)
+	c.admit(k, c.shapes(spec{1, perHour}))
+}
+
+// wantSpent fails unless a Take of one shape of one take at k is refused.
+func (c *check) wantSpent(k string) {
+	c.t.Helper()
+	one := c.shapes(spec{1, perHour})
+	if g := c.take(k, one); g.OK {
+		c.t.Errorf("Take(%q, %s) = %s; want refused", k, one.desc, showGrant(g))
+	}
 }
 
 func testNamespaces(c *check) {
@@ -620,6 +664,7 @@ func testNamespaces(c *check) {
 
 	c.wantTake("k", 1, perHour, 1, false)
 	c.wantGet("k", "v")
+	c.wantSpent("k")
 }
 
 func testDelete(c *check) {
@@ -639,6 +684,7 @@ func testDelete(c *check) {
 	c.wantAcquire("other", 1, longTTL, false, 1)
 	c.wantAcquireBurst("other", 1, 1, 0, longTTL, false, 1)
 	c.wantGet("other", "v")
+	c.wantSpent("other")
 }
 
 func testGetNotFound(c *check) {
@@ -721,6 +767,8 @@ func testSetTTLZero(c *check) {
 
 func testClose(c *check) {
 	c.fill("k")
+	one := c.shapes(spec{1, perHour})
+	r := c.admit("r", one).Receipt
 	for i := range 2 {
 		if err := c.s.Close(c.ctx); err != nil {
 			c.t.Fatalf("Close #%d = %v; want nil", i+1, err)
@@ -741,9 +789,15 @@ func testClose(c *check) {
 	c.wantErr("Get after Close", err, pace.ErrClosed)
 	c.wantErr("Set after Close", c.s.Set(c.ctx, k, []byte("v"), 0), pace.ErrClosed)
 	c.wantErr("Delete after Close", c.s.Delete(c.ctx, k), pace.ErrClosed)
+	_, err = c.s.Take(c.ctx, k, one.b)
+	c.wantErr("Take after Close", err, pace.ErrClosed)
+	c.wantErr("TakeMany after Close", c.s.TakeMany(c.ctx, []string{k}, one.b, make([]pace.Grant, 1)), pace.ErrClosed)
+	c.wantErr("Refund after Close", c.s.Refund(c.ctx, c.key("r"), one.b, r), pace.ErrClosed)
 }
 
 func testContextCanceled(c *check) {
+	one := c.shapes(spec{1, perHour})
+	r := c.admit("r", one).Receipt
 	ctx, cancel := context.WithCancel(c.ctx)
 	cancel()
 	k := c.key("k")
@@ -761,8 +815,13 @@ func testContextCanceled(c *check) {
 	c.wantErr("Get with a canceled context", err, context.Canceled)
 	c.wantErr("Set with a canceled context", c.s.Set(ctx, k, []byte("v"), 0), context.Canceled)
 	c.wantErr("Delete with a canceled context", c.s.Delete(ctx, k), context.Canceled)
+	_, err = c.s.Take(ctx, k, one.b)
+	c.wantErr("Take with a canceled context", err, context.Canceled)
+	c.wantErr("TakeMany with a canceled context", c.s.TakeMany(ctx, []string{k}, one.b, make([]pace.Grant, 1)), context.Canceled)
+	c.wantErr("Refund with a canceled context", c.s.Refund(ctx, c.key("r"), one.b, r), context.Canceled)
 	// Nothing was done.
 	c.fill("k")
+	c.wantSpent("r")
 }
 
 // race runs f(i) on n goroutines released together and waits for them.

@@ -176,6 +176,42 @@ var mutants = []mutant{
 		func(clk *fakeClock) pace.Store { return collide{mem(clk)} }},
 	{"DeleteKeepsBuckets", "Delete leaves the token bucket in place", "DeleteClearsAllNamespaces",
 		func(clk *fakeClock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
+	{"RefundOverRefunds", "a refund gives back a whole interval of every shape, whatever has refilled", "RefundLateGivesOnlyItsOwnPart",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{overRefund: true}) }},
+	{"RefundIgnoresReorders", "a refund treats every receipt as intact, whatever was given back out of order since", "RefundNeverOverPace",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{ignoreReorders: true}) }},
+	{"RefundNeverIntact", "a refund treats every receipt as no longer intact", "RefundLateGivesOnlyItsOwnPart",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{neverIntact: true}) }},
+	{"RefundMemoWithoutGen", "the memo of the latest reordering refund ignores Gen, so another take with the same At and Reserved gives nothing", "RefundAtOnceIsExact",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{memoWithoutGen: true}) }},
+	{"TakeDebitsOnRefusal", "a take refused by one shape debits the shapes that would have admitted it", "TakeSeveralShapesAllOrNothing",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{debitOnRefusal: true}) }},
+	{"TakeFirstShapeOnly", "only the first shape decides and is debited", "TakeSeveralShapesAdmitWhatAllAllow",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeOnly: true}) }},
+	{"RemainingPlusOne", "Remaining counts the take just made as still there", "TakeReportsGrant",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{remainingPlusOne: true}) }},
+	{"RemainingOfLoosestShape", "Remaining is that of the shape with the most left", "TakeReportsGrant",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{loosestRemaining: true}) }},
+	{"RetryAfterShortest", "RetryAfter is the shortest wait of the shapes that refuse", "TakeReportsGrant",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{shortestRetry: true}) }},
+	{"ResetOfFirstShape", "Reset is the first shape's", "TakeReportsGrant",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeReset: true}) }},
+	{"TakeManyMixesKeys", "TakeMany writes the grants in the reverse order of the keys", "TakeManyEqualsTake",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{manyMixesKeys: true}) }},
+	{"RefundOutlivesDelete", "a refund of a take made before Delete gives back to the key made since", "RefundAfterDeleteGivesNothing",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{refundsOldKeys: true}) }},
+	{"DeleteKeepsTakes", "Delete leaves the Take rows", "DeleteClearsAllNamespaces",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{deleteKeepsTakes: true}) }},
+	{"ZeroReceiptRefunds", "a refund of the zero Receipt gives back one interval", "RefundZeroReceipt",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{zeroRefunds: true}) }},
+	{"TakeNotAtomic", "a take reads and writes its key under two separate locks", "ConcurrentTake",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{racyTake: true}) }},
+	{"TakeAcceptsZeroBucket", "the zero Bucket is taken as a shape", "TakeInvalidArguments",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{zeroBucketOK: true}) }},
+	{"ReceiptInMicroseconds", "receipt times are microseconds", "TakeReceiptTimes",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
+	{"TakeIgnoresClose", "Take, TakeMany and Refund work after Close", "Close",
+		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
 	{"DeleteLosesRace", "Delete gives up when a take changes the bucket while it runs", "ConcurrentDeleteTokenBucket",
 		func(clk *fakeClock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
 	{"CloseDoesNothing", "Close does nothing", "Close",
@@ -481,4 +517,258 @@ func (s *burstMutant) Delete(ctx context.Context, key string) error {
 	delete(s.slots, key)
 	s.mu.Unlock()
 	return nil
+}
+
+// takeMutant keeps the Take namespace in a table of its own, deciding with
+// pace's arithmetic as memory.Store does, with the bugs it is given, and
+// everything else in a memory store.
+type takeMutant struct {
+	pace.Store
+	clk  *fakeClock
+	bugs takeBugs
+
+	mu   sync.Mutex
+	rows map[string]*takeModelRow
+	seq  uint64
+}
+
+type takeBugs struct {
+	overRefund       bool // a refund gives back a whole interval of every shape, whatever has refilled
+	ignoreReorders   bool // every receipt is intact, whatever was given back out of order since
+	neverIntact      bool // no receipt is intact
+	memoWithoutGen   bool // the copy memo tells receipts apart by At and Reserved only (not Gen)
+	debitOnRefusal   bool // a refused take debits the shapes that would have admitted it
+	firstShapeOnly   bool // only the first shape decides and is debited
+	remainingPlusOne bool // Remaining counts the take just made as still there
+	loosestRemaining bool // Remaining of the shape with the most left
+	shortestRetry    bool // RetryAfter is the shortest wait of the shapes that refuse
+	firstShapeReset  bool // Reset is the first shape's
+	manyMixesKeys    bool // TakeMany writes the grants in the reverse order of the keys
+	refundsOldKeys   bool // a refund of a take made before Delete gives back to the key made since
+	deleteKeepsTakes bool // Delete leaves the Take rows
+	zeroRefunds      bool // a refund of the zero Receipt gives back one interval of every shape
+	racyTake         bool // a take reads and writes its key under two separate locks
+	zeroBucketOK     bool // the zero Bucket is taken as a shape
+	microseconds     bool // receipt times in microseconds
+	ignoresClose     bool // Take works after Close
+}
+
+type takeModelRow struct {
+	tats      [pace.MaxShapes]time.Duration
+	gen, born uint64
+	memo      pace.Receipt // At, Gen and Reserved[0] of the latest reordering refund
+}
+
+func newTakeMutant(clk *fakeClock, bugs takeBugs) *takeMutant {
+	return &takeMutant{Store: mem(clk), clk: clk, bugs: bugs, rows: make(map[string]*takeModelRow)}
+}
+
+func (s *takeMutant) now() time.Duration { return s.clk.Now().Sub(time.Unix(0, 0)) }
+
+func (r *takeModelRow) full(now time.Duration) bool {
+	for _, t := range r.tats {
+		if t > now {
+			return false
+		}
+	}
+	return true
+}
+
+// check runs the wrapped store's checks (context, Close, the key) through a
+// harmless call, and validates the shapes.
+func (s *takeMutant) check(ctx context.Context, key string, shapes []pace.Bucket) error {
+	if s.bugs.ignoresClose {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	} else if _, err := s.Store.Get(ctx, key); err != nil && !errors.Is(err, pace.ErrNotFound) {
+		return err
+	}
+	if s.bugs.zeroBucketOK && len(shapes) >= 1 && len(shapes) <= pace.MaxShapes {
+		return pace.ValidateKey(key)
+	}
+	return pace.ValidateTake(key, shapes)
+}
+
+func (s *takeMutant) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	if err := s.check(ctx, key, shapes); err != nil {
+		return pace.Grant{}, err
+	}
+	return s.take(key, shapes), nil
+}
+
+func (s *takeMutant) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	if len(out) != len(keys) {
+		return pace.ValidateTakeMany(keys, shapes, out)
+	}
+	for _, k := range keys {
+		if err := s.check(ctx, k, shapes); err != nil {
+			return err
+		}
+	}
+	for i, k := range keys {
+		j := i
+		if s.bugs.manyMixesKeys {
+			j = len(keys) - 1 - i
+		}
+		out[j] = s.take(k, shapes)
+	}
+	return nil
+}
+
+func (s *takeMutant) take(key string, shapes []pace.Bucket) pace.Grant {
+	now := s.now()
+	n := len(shapes)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	live := r != nil && !r.full(now)
+	var tats, next [pace.MaxShapes]time.Duration
+	if live {
+		tats = r.tats
+	}
+	if s.bugs.racyTake {
+		s.mu.Unlock()
+		runtime.Gosched() // a round trip between the read and the write
+		s.mu.Lock()
+	}
+	decide := shapes
+	if s.bugs.firstShapeOnly {
+		decide = shapes[:1]
+		copy(next[1:n], tats[1:n])
+	}
+	wait, ok := pace.TakeAll(decide, tats[:len(decide)], next[:len(decide)], now)
+	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
+	switch {
+	case s.bugs.loosestRemaining:
+		for i, b := range shapes {
+			remaining = max(remaining, b.Remaining(next[i], now))
+		}
+		if !ok {
+			remaining = 0
+		}
+	case s.bugs.remainingPlusOne && ok:
+		remaining++
+	}
+	if s.bugs.firstShapeReset {
+		reset = max(next[0]-now, 0)
+	}
+	if !ok {
+		if s.bugs.shortestRetry {
+			for i, b := range shapes {
+				if _, w, fits := b.Take(tats[i], now); !fits {
+					wait = min(wait, w)
+				}
+			}
+		}
+		if s.bugs.debitOnRefusal {
+			debited := tats
+			for i, b := range shapes {
+				if nx, _, fits := b.Take(tats[i], now); fits {
+					debited[i] = nx
+				}
+			}
+			s.write(key, r, live, debited)
+		}
+		return pace.Grant{RetryAfter: wait, Remaining: remaining, Reset: reset}
+	}
+	g := pace.Grant{OK: true, Remaining: remaining, Reset: reset, Receipt: pace.Receipt{At: now, Reserved: next}}
+	if reset > 0 || live {
+		g.Receipt.Gen = s.write(key, r, live, next)
+	}
+	if s.bugs.microseconds {
+		g.Receipt.At /= 1000
+		for i := range g.Receipt.Reserved {
+			g.Receipt.Reserved[i] /= 1000
+		}
+	}
+	return g
+}
+
+// write stores tats at key, in a new row unless live, and returns the key's
+// reorder count. The caller holds mu.
+func (s *takeMutant) write(key string, r *takeModelRow, live bool, tats [pace.MaxShapes]time.Duration) uint64 {
+	if !live {
+		s.seq++
+		r = &takeModelRow{gen: s.seq, born: s.seq}
+		s.rows[key] = r
+	}
+	r.tats = tats
+	return r.gen
+}
+
+func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucket, rc pace.Receipt) error {
+	if err := s.check(ctx, key, shapes); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	n := len(shapes)
+	if rc == (pace.Receipt{}) {
+		if s.bugs.zeroRefunds && r != nil {
+			for i, b := range shapes {
+				r.tats[i] = max(r.tats[i]-b.Interval(), now)
+			}
+		}
+		return nil
+	}
+	if s.bugs.microseconds {
+		rc.At *= 1000
+		for i := range rc.Reserved {
+			rc.Reserved[i] *= 1000
+		}
+	}
+	if r == nil || rc.Gen < r.born && !s.bugs.refundsOldKeys {
+		return nil
+	}
+	if r.full(now) {
+		delete(s.rows, key)
+		return nil
+	}
+	intact := r.gen == rc.Gen && !s.bugs.neverIntact || s.bugs.ignoreReorders
+	if !intact && r.memo.At == rc.At && r.memo.Reserved[0] == rc.Reserved[0] && (r.memo.Gen == rc.Gen || s.bugs.memoWithoutGen) {
+		return nil
+	}
+	var next [pace.MaxShapes]time.Duration
+	reordered := true
+	if s.bugs.overRefund {
+		for i, b := range shapes {
+			next[i] = max(r.tats[i]-b.Interval(), now)
+		}
+	} else {
+		_, reordered = pace.RefundAll(shapes, r.tats[:n], next[:n], rc, now, intact)
+	}
+	copy(r.tats[:n], next[:n])
+	if reordered {
+		s.seq++
+		r.gen = s.seq
+		r.memo = pace.Receipt{At: rc.At, Gen: rc.Gen, Reserved: [pace.MaxShapes]time.Duration{rc.Reserved[0]}}
+	}
+	if r.full(now) {
+		delete(s.rows, key)
+	}
+	return nil
+}
+
+func (s *takeMutant) Delete(ctx context.Context, key string) error {
+	if err := s.Store.Delete(ctx, key); err != nil {
+		return err
+	}
+	if !s.bugs.deleteKeepsTakes {
+		s.mu.Lock()
+		delete(s.rows, key)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// TestSuitePassesTakeModel runs the suite on the Take model of the mutants
+// without a bug: what fails on a mutant fails for its bug.
+func TestSuitePassesTakeModel(t *testing.T) {
+	got := runRecorded(func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{}) })
+	for name, msgs := range got {
+		t.Errorf("%s failed on the Take model without a bug: %s", name, strings.Join(msgs, "; "))
+	}
 }

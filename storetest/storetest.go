@@ -19,6 +19,12 @@
 // several seconds. They take a few seconds of real time, so without
 // WithClock the subtests run in parallel. A store that can be driven by a
 // fake clock passes WithClock, and the suite then never sleeps.
+//
+// The subtests of Take, TakeMany and Refund read the store's clock from the
+// receipts it returns (pace.Receipt.At and Reserved), so they check the
+// arithmetic to the nanosecond against the store's own time, on a real
+// server too. The longest, the example of issue 10 (5/s and 20/min on one
+// key), takes four seconds.
 package storetest
 
 import (

@@ -1,30 +1,48 @@
-// Command tokenendpoint shows a Pace guarding an OAuth2-style token endpoint.
+// Command tokenendpoint shows httplimit guarding an OAuth2-style token
+// endpoint.
 //
-// It starts a client-credentials token endpoint on 127.0.0.1 (a random port),
-// paced per client id: each request reserves one exchange from the named
-// client's pace before the secret is checked, and gives it back when the
-// secret is wrong. Then, for a few seconds, it drives the endpoint itself:
+// It starts a client-credentials token endpoint on 127.0.0.1 (a random
+// port) behind two limits: a pace per source address, spent by every
+// request, and a pace per client id with ReturnOn(401), so that only
+// accepted presentations spend a client's pace. Then, for a few seconds, it
+// drives the endpoint itself:
 //
 //   - an honest client asks at twice its pace, with the right secret;
 //   - a forger names the honest client's id with wrong secrets, far faster;
 //   - a flood of made-up client ids, each asked once.
 //
 // Every second it prints what the honest client got (accepted, paced with
-// 429, rejected), the forger's attempts, the live rows of the pace and the
-// heap. The honest client gets its whole pace despite the forger, and the
-// rows and the heap stay flat despite the flood. It exits by itself.
+// 429, rejected), the forger's attempts, the live rows of the per-client
+// pace and the heap. The honest client gets its whole pace despite the
+// forger, and the rows and the heap stay flat despite the flood. The three
+// come from three loopback addresses (127.0.0.2 to .4, where the system
+// allows it), so the flood also meets the per-address limit. It exits by
+// itself.
 //
 //	go run ./examples/tokenendpoint
+//
+// Reserve-then-return (ReturnOn alone) holds the client's event while its
+// secret is checked. That is fine for a fast check; with a slow one (a
+// password hash), the forger's requests in flight hold the client's whole
+// bucket. Make the check take 50 ms and see the honest client starve:
+//
+//	go run ./examples/tokenendpoint -check 50ms
+//
+// then decide after verification instead (DecideAfterVerify: look at the
+// pace before the check, take the event only once the secret is verified),
+// and see it get its pace back:
+//
+//	go run ./examples/tokenendpoint -check 50ms -after
 package main
 
 import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,6 +55,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/httplimit"
 )
 
 const (
@@ -46,43 +65,39 @@ const (
 	honestSecret  = "s3cr3t-app-1"
 )
 
-// server is the token endpoint.
-type server struct {
-	pace    *pace.Pace
-	secrets map[string]string
-}
+var (
+	check = flag.Duration("check", 0, "how long checking a secret takes (a password hash takes tens of milliseconds)")
+	after = flag.Bool("after", false, "decide after verification (DecideAfterVerify) instead of reserve-then-return")
+)
 
-func (s *server) token(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, `{"error":"invalid_request"}`, http.StatusMethodNotAllowed)
-		return
+// token is the endpoint's handler; httplimit has already decided both
+// limits by the time it runs.
+func token(secrets map[string]string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, `{"error":"invalid_request"}`, http.StatusMethodNotAllowed)
+			return
+		}
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
+			http.Error(w, `{"error":"unsupported_grant_type"}`, http.StatusBadRequest)
+			return
+		}
+		id, secret := r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		time.Sleep(*check) // the cost of checking the secret
+		want, known := secrets[id]
+		if !known || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
+			// 401: ReturnOn gives the client's event back (or, deciding
+			// after verification, none was taken).
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		if !httplimit.Verified(w, r) { // takes the event in -after mode; true otherwise
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "t-" + id, "token_type": "Bearer", "expires_in": 3600})
 	}
-	if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
-		http.Error(w, `{"error":"unsupported_grant_type"}`, http.StatusBadRequest)
-		return
-	}
-	id, secret := r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-
-	// Debit and decide in one step, before the (expensive) secret check.
-	res := s.pace.Reserve(id)
-	w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"per-client";q=%d;w=1`, pacePerSecond))
-	if !res.OK() {
-		wait := int(math.Ceil(res.RetryAfter().Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		w.Header().Set("RateLimit", fmt.Sprintf(`"per-client";r=0;t=%d`, wait))
-		http.Error(w, `{"error":"slow_down"}`, http.StatusTooManyRequests)
-		return
-	}
-	want, known := s.secrets[id]
-	if !known || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
-		res.Return() // the exchange did not happen: it spends none of id's pace
-		http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
-		return
-	}
-	w.Header().Set("RateLimit", fmt.Sprintf(`"per-client";r=%d;t=1`, res.Remaining()))
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"access_token": "t-" + id, "token_type": "Bearer", "expires_in": 3600})
 }
 
 // tally counts outcomes by status code.
@@ -105,31 +120,77 @@ func (t *tally) total() int64 {
 	return t.ok.Load() + t.paced.Load() + t.rejected.Load() + t.other.Load()
 }
 
+// clientFrom returns an HTTP client whose connections come from the
+// loopback address ip, or from the default one when the system does not
+// allow binding it (ok false).
+func clientFrom(ip string) (c *http.Client, ok bool) {
+	local := &net.TCPAddr{IP: net.ParseIP(ip)}
+	if ln, err := net.ListenTCP("tcp", local); err == nil {
+		ln.Close()
+		ok = true
+	} else {
+		local = nil
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if local != nil {
+		dialer.LocalAddr = local
+	}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 64},
+		Timeout:   5 * time.Second,
+	}, ok
+}
+
 func main() {
+	flag.Parse()
 	log.SetFlags(0)
-	p, err := pace.New(pacePerSecond)
+	honestClient, distinct := clientFrom("127.0.0.2")
+	forgerClient, _ := clientFrom("127.0.0.3")
+	floodClient, _ := clientFrom("127.0.0.4")
+	perIPRate := 400.0 // the flood (600/s) meets it; the forger (300/s) does not
+	if !distinct {
+		perIPRate = 2000 // all three share 127.0.0.1: a per-address limit would pace them together
+	}
+
+	perIP, err := pace.New(perIPRate)
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &server{pace: p, secrets: map[string]string{honestID: honestSecret}}
+	perClient, err := pace.New(pacePerSecond)
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientOpts := []httplimit.LimitOption{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
+	mode := "reserve-then-return"
+	if *after {
+		clientOpts = append(clientOpts, httplimit.DecideAfterVerify())
+		mode = "decide after verification"
+	}
+	m, err := httplimit.New([]httplimit.Limit{
+		httplimit.Pace(perIP, httplimit.ClientIP(), httplimit.Name("per-ip")), // cheap: before the body is read
+		httplimit.Pace(perClient, httplimit.ClientID(), clientOpts...),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(srv.token), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: m.Wrap(token(map[string]string{honestID: honestSecret})), ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
 	endpoint := "http://" + ln.Addr().String() + "/token"
-	fmt.Printf("token endpoint on %s, paced at %d exchanges per second per client id\n\n", endpoint, pacePerSecond)
+	fmt.Printf("token endpoint on %s, paced at %d exchanges per second per client id (%s, %v secret check)\n", endpoint, pacePerSecond, mode, *check)
+	fmt.Printf("and at %v per second per source address\n\n", perIPRate)
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Second}
-	post := func(ctx context.Context, id, secret string) int {
+	post := func(ctx context.Context, c *http.Client, id, secret string) int {
 		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 		if err != nil {
 			return 0
 		}
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := client.Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			return 0
 		}
@@ -173,9 +234,11 @@ func main() {
 		}()
 	}
 	var guesses atomic.Int64
-	every(time.Second/(2*pacePerSecond), func() { honest.add(post(ctx, honestID, honestSecret)) })
-	every(time.Second/300, func() { forger.add(post(ctx, honestID, "guess-"+strconv.FormatInt(guesses.Add(1), 10))) })
-	every(time.Second/600, func() { flood.add(post(ctx, "made-up-"+strconv.FormatInt(made.Add(1), 36), "x")) })
+	every(time.Second/(2*pacePerSecond), func() { honest.add(post(ctx, honestClient, honestID, honestSecret)) })
+	every(time.Second/300, func() {
+		forger.add(post(ctx, forgerClient, honestID, "guess-"+strconv.FormatInt(guesses.Add(1), 10)))
+	})
+	every(time.Second/600, func() { flood.add(post(ctx, floodClient, "made-up-"+strconv.FormatInt(made.Add(1), 36), "x")) })
 
 	fmt.Printf("%6s  %-28s  %9s  %9s  %9s  %8s\n", "", "honest client", "forger", "flood", "", "")
 	fmt.Printf("%6s  %8s %8s %10s  %9s  %9s  %9s  %8s\n", "second", "accepted", "paced", "rejected", "attempts", "attempts", "live rows", "heap")
@@ -183,13 +246,13 @@ func main() {
 	begin := time.Now()
 	for sec := 1; sec <= seconds; sec++ {
 		time.Sleep(time.Until(begin.Add(time.Duration(sec) * time.Second)))
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
 		ok, paced, rejected := honest.ok.Load(), honest.paced.Load(), honest.rejected.Load()
 		forged, flooded := forger.total(), flood.total()
 		fmt.Printf("%6d  %8d %8d %10d  %9d  %9d  %9d  %6.1f MiB\n", sec,
 			ok-last.ok, paced-last.paced, rejected-last.rejected, forged-last.forged, flooded-last.flooded,
-			p.Len(), float64(m.HeapAlloc)/(1<<20))
+			perClient.Len(), float64(ms.HeapAlloc)/(1<<20))
 		last.ok, last.paced, last.rejected, last.forged, last.flooded = ok, paced, rejected, forged, flooded
 	}
 	cancel()
@@ -200,7 +263,11 @@ func main() {
 		honest.ok.Load(), honest.total(), pacePerSecond*(seconds+1), seconds, pacePerSecond, pacePerSecond)
 	fmt.Printf("forger: %d attempts, none accepted: %d rejected as invalid_client, %d paced while the bucket was empty\n",
 		forger.total(), forger.rejected.Load(), forger.paced.Load())
-	fmt.Printf("flood: %d made-up ids asked once each, %d rows left behind\n", flood.total(), p.Len())
+	fmt.Printf("flood: %d made-up ids asked once each, %d paced by the per-address limit, %d rows left behind\n",
+		flood.total(), flood.paced.Load(), perClient.Len())
+	if !distinct {
+		fmt.Println("(the clients shared 127.0.0.1: this system does not let them bind 127.0.0.2 to .4)")
+	}
 	if forger.ok.Load() != 0 || honest.rejected.Load() != 0 {
 		os.Exit(1) // cannot happen: a wrong secret is never accepted, the right one never rejected
 	}

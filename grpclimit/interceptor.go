@@ -1,0 +1,278 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratepace/pace/httplimit"
+)
+
+// Interceptor applies a list of Limits to the calls of a gRPC server, unary
+// and streaming, all or nothing, with the machinery of package httplimit
+// (an httplimit.Limiter).
+//
+// For each call, each limit reads its key and decides in turn (in the
+// order given, except that Bucket limits, which cannot be given back, come
+// after the others); the first refusal stops the decision and gives back what the earlier limits
+// took, and the call fails with codes.ResourceExhausted, carrying a
+// google.rpc.RetryInfo detail (the time after which the refusing limit
+// admits; waiting that long admits) and a google.rpc.QuotaFailure detail
+// naming the limit. A key that cannot be read fails the call with
+// codes.InvalidArgument (see KeyError), a Store error with
+// codes.Unavailable; neither message contains the key or the store's
+// error. An admitted call goes to the handler; when the handler returns,
+// each Pace limit whose ReturnOn codes include the handler's code is given
+// back, and slots are released: a stream holds its slots for its whole
+// life, refreshed while it lives. A stream is one call: it is decided once,
+// when it opens, whatever the number of its messages.
+//
+// Install both interceptors with ServerOptions, or Unary and Stream
+// separately. The handler may call Return and Verified with its context.
+// An Interceptor must be created with New; it is safe for concurrent use by
+// multiple goroutines.
+type Interceptor struct {
+	l       *httplimit.Limiter
+	keys    []KeyFunc
+	needCtx bool // Return or Verified can do something
+
+	// Per limit, built by New: the status messages of a refusal, a key
+	// error (followed by the reason) and a store error, and the
+	// QuotaFailure detail of a refusal.
+	refused     []string
+	keyPrefix   []string
+	unavailable []string
+	quota       []*anypb.Any
+}
+
+// New returns an Interceptor applying limits. opts are the options of
+// package httplimit that concern a Limiter: httplimit.DryRun (decide and
+// count, but never refuse: a call refused, whose key cannot be read or
+// whose store fails is served as if admitted) and httplimit.WithObserver
+// (package instrument's Limits counts the decisions for Prometheus); those
+// about HTTP answers are ignored.
+//
+// The error wraps pace.ErrInvalidArgument when limits is empty, when a
+// limit is the zero Limit, has a nil KeyFunc, pace or store, an invalid
+// shape or name, two limits have the same name, or an option does not fit
+// its limit (a code that is not canonical, ReturnOn on a Bucket or Slots,
+// DecideAfterVerify on anything but a Pace); or it is the error of the
+// WithObserver function.
+func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
+	hl := make([]httplimit.Limit, len(limits))
+	ic := &Interceptor{keys: make([]KeyFunc, len(limits))}
+	for i, lim := range limits {
+		if lim.err != nil {
+			return nil, invalidf("limit %d: %v", i, lim.err)
+		}
+		hl[i], ic.keys[i] = lim.h, lim.key
+		ic.needCtx = ic.needCtx || lim.kind == kindPace // Return, Verified
+	}
+	l, err := httplimit.NewLimiter(hl, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
+	ic.l = l
+	for i, name := range l.Names() {
+		if ic.keys[i] == nil {
+			return nil, invalidf("limit %q has a nil KeyFunc", name)
+		}
+		prefix := fmt.Sprintf("grpclimit: limit %q: ", name)
+		what := "rate limit exceeded"
+		if limits[i].kind == kindSlots {
+			what = "no free slot"
+		}
+		quota, err := anypb.New(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
+			{Subject: name, Description: what},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
+		ic.refused = append(ic.refused, prefix+what)
+		ic.keyPrefix = append(ic.keyPrefix, prefix)
+		ic.unavailable = append(ic.unavailable, prefix+"the limit's store is unavailable")
+		ic.quota = append(ic.quota, quota)
+	}
+	return ic, nil
+}
+
+// Names returns the names of the limits, in the order given to New.
+func (ic *Interceptor) Names() []string { return ic.l.Names() }
+
+// ServerOptions returns the options that install both interceptors on a
+// server, chained after any installed before them:
+//
+//	srv := grpc.NewServer(ic.ServerOptions()...)
+func (ic *Interceptor) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(ic.Unary), grpc.ChainStreamInterceptor(ic.Stream)}
+}
+
+// Unary is a grpc.UnaryServerInterceptor that decides each unary call
+// before its handler runs, and finishes the decision (ReturnOn, slots) when
+// the handler returns.
+func (ic *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	c, err := ic.decide(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if ic.needCtx {
+		ctx = c
+	}
+	completed := false
+	defer func() { c.end(err, completed) }()
+	resp, err = handler(ctx, req)
+	completed = true
+	return resp, err
+}
+
+// Stream is a grpc.StreamServerInterceptor that decides each streaming
+// call before its handler runs, and finishes the decision when the handler
+// returns, which ends the stream: the stream's slots are held, and
+// refreshed, until then.
+func (ic *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	c, err := ic.decide(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	if ic.needCtx {
+		ss = &serverStream{ServerStream: ss, ctx: c}
+	}
+	completed := false
+	defer func() { c.end(err, completed) }()
+	err = handler(srv, ss)
+	completed = true
+	return err
+}
+
+// serverStream is a stream whose context carries the call's state.
+type serverStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+// Context returns the stream's context, which carries the call's state
+// for Return and Verified.
+func (s *serverStream) Context() context.Context { return s.ctx }
+
+// call is the state of one call through an Interceptor, in one
+// allocation: the Ticket and the context that carries it to Return and
+// Verified.
+type call struct {
+	context.Context
+	t  httplimit.Ticket
+	ic *Interceptor
+}
+
+type ctxKey struct{}
+
+// Value returns the call itself for this package's key, and otherwise the
+// value of the parent context.
+func (c *call) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// from returns the call state ctx carries, or nil.
+func from(ctx context.Context) *call {
+	c, _ := ctx.Value(ctxKey{}).(*call)
+	return c
+}
+
+// decide decides a call to method, and returns its state, or the error
+// that fails the call.
+func (ic *Interceptor) decide(ctx context.Context, method string) (*call, error) {
+	c := &call{Context: ctx, ic: ic}
+	out := ic.l.Decide(ctx, &c.t, func(i int) (string, error) { return ic.keys[i](ctx, method) })
+	if out == httplimit.Admitted || ic.l.DryRun() {
+		return c, nil
+	}
+	switch out {
+	case httplimit.Refused:
+		return nil, ic.refusal(&c.t)
+	case httplimit.KeyFailed:
+		i, err := c.t.Err()
+		ke := keyError(err)
+		return nil, status.Error(ke.Code, ic.keyPrefix[i]+ke.Reason)
+	}
+	i, _ := c.t.Err()
+	return nil, status.Error(codes.Unavailable, ic.unavailable[i])
+}
+
+// refusal returns the error of a call refused by the limit recorded in t:
+// codes.ResourceExhausted, with a RetryInfo and a QuotaFailure detail.
+func (ic *Interceptor) refusal(t *httplimit.Ticket) error {
+	i, _, wait := t.Refusal()
+	retry, err := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+	if err != nil { // a RetryInfo always marshals; keep the code if it ever did not
+		return status.Error(codes.ResourceExhausted, ic.refused[i])
+	}
+	return status.ErrorProto(&spb.Status{
+		Code:    int32(codes.ResourceExhausted),
+		Message: ic.refused[i],
+		Details: []*anypb.Any{retry, ic.quota[i]},
+	})
+}
+
+// end finishes the call's decision with the handler's code: that of err
+// when the handler returned, codes.Internal when it panicked.
+func (c *call) end(err error, completed bool) {
+	code := codes.Internal
+	if completed {
+		code = status.Code(err)
+	}
+	c.t.Finish(finishStatus(code))
+}
+
+// Return gives back, from inside the handler, every reservation of the
+// call that can be given back, whether its limit has ReturnOn or not (see
+// httplimit.Ticket.Return): call it with the handler's context (a stream's
+// Context()) when the call turns out not to count. It gives back the
+// reservations of every Interceptor the call went through. Without an
+// Interceptor, or called again, it does nothing.
+func Return(ctx context.Context) {
+	for c := from(ctx); c != nil; c = from(c.Context) {
+		c.t.Return()
+	}
+}
+
+// Verified takes, once the handler has verified the call's credentials,
+// the events of the DecideAfterVerify limits that the interceptor only
+// looked at (see DecideAfterVerify), and returns nil when they all fitted.
+// When one did not, it has given back whatever the call took and returns
+// the refusal (codes.ResourceExhausted with its details), which the handler
+// must return. It returns nil when there is nothing to take (no such
+// limit, no Interceptor, or a second call), and always under
+// httplimit.DryRun.
+func Verified(ctx context.Context) error {
+	for c := from(ctx); c != nil; c = from(c.Context) {
+		if !c.t.Verify() {
+			return c.ic.refusal(&c.t)
+		}
+	}
+	return nil
+}
+
+// RetryDelay returns the retry delay of err, the error of a call, when it
+// carries a google.rpc.RetryInfo detail (as a refusal by an Interceptor
+// does), and whether it does: for a client, waiting that long after the
+// refusal before calling again finds the limit admitting (unless others
+// took the room meanwhile).
+func RetryDelay(err error) (time.Duration, bool) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,59 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/httplimit"
+)
+
+// A token endpoint limited per source address and per client id, where
+// only accepted presentations spend the client's pace.
+func ExampleNew() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := pace.WithClock(func() time.Time { return now }) // time stands still
+	perIP, _ := pace.New(50, clock)
+	perClient, _ := pace.New(2, clock)
+	m, err := httplimit.New([]httplimit.Limit{
+		httplimit.Pace(perIP, httplimit.ClientIP(), httplimit.Name("per-ip")),
+		httplimit.Pace(perClient, httplimit.ClientID(), httplimit.Name("per-client"),
+			httplimit.ReturnOn(http.StatusUnauthorized)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	token := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.PostFormValue("client_secret") != "s3cr3t" {
+			http.Error(w, "invalid_client", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, "a token")
+	}))
+	try := func(secret string) {
+		body := "grant_type=client_credentials&client_id=app-1&client_secret=" + secret
+		r := httptest.NewRequest(http.MethodPost, "/token", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		token.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Values("RateLimit"), w.Header().Values("Retry-After"))
+		if secret == "guess-1" {
+			fmt.Println("RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+		}
+	}
+	try("guess-1") // a forger: given back
+	try("guess-2")
+	try("s3cr3t")
+	try("s3cr3t")
+	try("s3cr3t") // over the client's pace of 2/s
+	// Output:
+	// 401 ["per-ip";r=49;t=1 "per-client";r=1;t=1] []
+	// RateLimit-Policy: "per-ip";q=50;w=1, "per-client";q=2;w=1
+	// 401 ["per-ip";r=48;t=1 "per-client";r=1;t=1] []
+	// 200 ["per-ip";r=47;t=1 "per-client";r=1;t=1] []
+	// 200 ["per-ip";r=46;t=1 "per-client";r=0;t=1] []
+	// 429 ["per-client";r=0;t=1] [1]
+}

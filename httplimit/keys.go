@@ -1,0 +1,460 @@
+package httplimit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/ratepace/pace"
+)
+
+// KeyFunc returns the key a limit counts a request against: a client's
+// address, a client id, an API key. It is called once per limit and request,
+// from the request's goroutine, before the handler runs, and must be safe for
+// concurrent use. An error stops the request (see KeyError); the request is
+// never counted against a key made up in its place.
+type KeyFunc func(r *http.Request) (string, error)
+
+// MaxKeyLen is the longest key, in bytes, that a limit accepts. A longer key,
+// and an empty one, is a key error answered 400: keys come from clients, and
+// a megabyte key is an attack, not an identifier. It leaves room, below
+// pace.MaxKeyLen, for the prefix a Store limit adds (see Bucket).
+const MaxKeyLen = 1024
+
+// KeyError is the error of a key function of this package, and of the
+// middleware when a key is empty or too long: what the request lacks, and
+// the HTTP status the default answer uses (400, 413 for a body over the
+// bound, 500 for a server-side fault such as a connection address that is
+// not an IP). Reason never contains text the client sent. Key functions of
+// your own may return a *KeyError to choose the status.
+type KeyError struct {
+	Status int    // the status of the default answer
+	Reason string // what is wrong, without client-supplied text
+	Err    error  // the cause, if any (pace.ErrInvalidArgument for a bad configuration)
+}
+
+// Error returns "httplimit: " followed by the reason.
+func (e *KeyError) Error() string { return "httplimit: " + e.Reason }
+
+// Unwrap returns the cause.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+func badRequest(reason string) *KeyError {
+	return &KeyError{Status: http.StatusBadRequest, Reason: reason}
+}
+
+// Key errors that carry no per-request data are allocated once.
+var (
+	errNoHeader       = badRequest("the key header is absent or empty")
+	errManyHeaders    = badRequest("the key header appears more than once")
+	errKeyTooLong     = badRequest("the key is longer than MaxKeyLen")
+	errEmptyKey       = badRequest("the key is empty")
+	errNoClientID     = badRequest("no client id: neither HTTP Basic credentials nor a client_id form field")
+	errBadBasic       = badRequest("malformed HTTP Basic credentials")
+	errBadClientID    = badRequest("the client id is not validly URL-encoded")
+	errManyClientIDs  = badRequest("client_id appears more than once in the form")
+	errBadForm        = badRequest("malformed application/x-www-form-urlencoded body")
+	errBodyRead       = badRequest("the request body could not be read")
+	errBodyTooLarge   = &KeyError{Status: http.StatusRequestEntityTooLarge, Reason: "the request body is larger than the bound for reading a client id"}
+	errRemoteNotIP    = &KeyError{Status: http.StatusInternalServerError, Reason: "the connection address is not an IP address"}
+	errMalformedFwd   = badRequest("malformed, unknown or obfuscated client address in a forwarding header")
+	errFwdTooLong     = badRequest("forwarding header longer than the bound")
+	errFwdConflict    = badRequest("Forwarded and X-Forwarded-For name different clients")
+	errFwdTooManyHops = badRequest("more trusted hops in the forwarding header than the bound")
+	errInvalidHeader  = &KeyError{Status: http.StatusInternalServerError, Reason: "Header: invalid header name", Err: pace.ErrInvalidArgument}
+	errInvalidTrusted = &KeyError{Status: http.StatusInternalServerError, Reason: "ClientIP: invalid trusted prefix", Err: pace.ErrInvalidArgument}
+)
+
+// invalidf returns a configuration error wrapping pace.ErrInvalidArgument.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("httplimit: "+format+": %w", append(args, pace.ErrInvalidArgument)...)
+}
+
+// Header returns a KeyFunc whose key is the value of the request header
+// name (an API key, say). The header must be present exactly once, and its
+// value non-empty and at most MaxKeyLen bytes; otherwise the error is a
+// *KeyError answered 400. An empty or invalid name makes every call fail
+// with a *KeyError wrapping pace.ErrInvalidArgument, answered 500.
+func Header(name string) KeyFunc {
+	if !validToken(name) {
+		return func(*http.Request) (string, error) { return "", errInvalidHeader }
+	}
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, error) {
+		v := r.Header[name]
+		switch {
+		case len(v) == 0 || v[0] == "":
+			return "", errNoHeader
+		case len(v) > 1:
+			return "", errManyHeaders
+		case len(v[0]) > MaxKeyLen:
+			return "", errKeyTooLong
+		}
+		return v[0], nil
+	}
+}
+
+// DefaultMaxFormBody is the largest request body, in bytes, that ClientID
+// reads to find a client_id form field: 64 KiB, far above any token
+// request.
+const DefaultMaxFormBody = 64 << 10
+
+// ClientID returns a KeyFunc whose key is the OAuth 2.0 client id of the
+// request (RFC 6749, section 2.3.1): the user name of HTTP Basic credentials
+// when the request has them (URL-decoded, as the RFC requires clients to
+// encode it), and otherwise the client_id field of an
+// application/x-www-form-urlencoded body.
+//
+// Reading the body does not consume it: the handler still reads the whole
+// body, or calls ParseForm, as if nothing had read it. A body above
+// DefaultMaxFormBody is refused with a *KeyError answered 413 (see
+// ClientIDMaxBody for another bound); no client id, an empty one, one longer
+// than MaxKeyLen, a client_id given twice, malformed credentials or a
+// malformed form are *KeyErrors answered 400. Put ClientID's limit after
+// the cheap ones (ClientIP) so that a flood is refused before its bodies are
+// read.
+func ClientID() KeyFunc { return clientID(DefaultMaxFormBody) }
+
+// ClientIDMaxBody is ClientID with a bound of maxBytes on the body it reads.
+// maxBytes must be at least 1; otherwise the error wraps
+// pace.ErrInvalidArgument.
+func ClientIDMaxBody(maxBytes int64) (KeyFunc, error) {
+	if maxBytes < 1 {
+		return nil, invalidf("ClientIDMaxBody: bound %d below 1 byte", maxBytes)
+	}
+	return clientID(maxBytes), nil
+}
+
+func clientID(maxBody int64) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if auth := r.Header.Get("Authorization"); len(auth) >= 6 && strings.EqualFold(auth[:6], "Basic ") {
+			user, _, ok := r.BasicAuth()
+			if !ok {
+				return "", errBadBasic
+			}
+			id, err := url.QueryUnescape(user)
+			if err != nil {
+				return "", errBadClientID
+			}
+			return checkKey(id)
+		}
+		form := r.PostForm
+		if form == nil {
+			var err error
+			if form, err = peekForm(r, maxBody); err != nil {
+				return "", err
+			}
+		}
+		ids := form["client_id"]
+		switch {
+		case len(ids) == 0:
+			return "", errNoClientID
+		case len(ids) > 1:
+			return "", errManyClientIDs
+		}
+		return checkKey(ids[0])
+	}
+}
+
+// checkKey returns key, or the error for an empty or overlong one.
+func checkKey(key string) (string, error) {
+	switch {
+	case key == "":
+		return "", errEmptyKey
+	case len(key) > MaxKeyLen:
+		return "", errKeyTooLong
+	}
+	return key, nil
+}
+
+// peekForm parses r's urlencoded body, if it has one, and puts the bytes
+// back so that the handler reads them again. A request without such a body
+// has an empty form.
+func peekForm(r *http.Request, maxBody int64) (url.Values, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "application/x-www-form-urlencoded" {
+		return nil, nil
+	}
+	if r.ContentLength > maxBody {
+		return nil, errBodyTooLarge
+	}
+	body := r.Body
+	buf, err := io.ReadAll(io.LimitReader(body, maxBody+1))
+	// Whatever was read goes back, so that the handler sees the body as it
+	// came even when it is refused here.
+	r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), body), Closer: body}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, errBodyTooLarge
+		}
+		return nil, errBodyRead
+	}
+	if int64(len(buf)) > maxBody {
+		return nil, errBodyTooLarge
+	}
+	form, err := url.ParseQuery(string(buf))
+	if err != nil {
+		return nil, errBadForm
+	}
+	return form, nil
+}
+
+// replayBody is a request body whose first bytes were read by ClientID:
+// it reads them again, then the rest, and closes the original body.
+type replayBody struct {
+	io.Reader
+	io.Closer
+}
+
+// ClientIP returns a KeyFunc whose key is the client's IP address, which a
+// client cannot choose.
+//
+// With no trusted prefixes it is the address of the connection, and every
+// forwarding header is ignored. With trusted prefixes (the addresses of your
+// load balancers and reverse proxies), a request whose connection comes from
+// a trusted address is keyed by the forwarding headers those proxies write:
+// Forwarded (RFC 7239) and X-Forwarded-For are walked from the right,
+// skipping trusted hops, and the first untrusted address is the client.
+// Whatever a client wrote into those headers itself stands to the left of
+// what its first proxy appended, so it cannot choose the key. A request from
+// a trusted address without a forwarding header is keyed by that address.
+//
+// When both headers are present and name different clients, or the entry
+// at the deciding position is malformed, "unknown" or obfuscated, or a
+// forwarding header is longer than 16 KiB, the error is a *KeyError
+// answered 400. If your proxies write only one of the two headers, say so
+// with ClientIPWith and ProxyHeader, and the other is ignored.
+//
+// Ports, brackets and IPv6 zones are stripped, and IPv4-mapped IPv6
+// addresses are read as IPv4. IPv6 addresses are grouped by /64, the block
+// one host usually owns (see IPv6Bits): the key is then the prefix, as in
+// "2001:db8:1:2::/64". An invalid prefix in trusted (the zero
+// netip.Prefix) makes every call fail with a *KeyError wrapping
+// pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at once.
+func ClientIP(trusted ...netip.Prefix) KeyFunc {
+	c, err := newIPConfig([]IPOption{TrustProxies(trusted...)})
+	if err != nil {
+		return func(*http.Request) (string, error) { return "", errInvalidTrusted }
+	}
+	return c.key
+}
+
+// IPOption configures ClientIPWith.
+type IPOption func(*ipConfig)
+
+// TrustProxies names the addresses of the proxies whose forwarding headers
+// ClientIPWith believes (see ClientIP). Prefixes accumulate over several
+// TrustProxies; each must be valid (not the zero netip.Prefix). The default
+// is none: the connection's address is the key.
+func TrustProxies(prefixes ...netip.Prefix) IPOption {
+	return func(c *ipConfig) {
+		for _, p := range prefixes {
+			if !p.IsValid() {
+				c.err = invalidf("ClientIP: invalid trusted prefix")
+				return
+			}
+			c.trusted = append(c.trusted, p.Masked())
+		}
+	}
+}
+
+// ProxyHeader names the one forwarding header your trusted proxies write:
+// "Forwarded" or "X-Forwarded-For" (in any case). The other is then ignored
+// whatever it says. The default reads both, and refuses a request in which
+// they name different clients.
+func ProxyHeader(name string) IPOption {
+	return func(c *ipConfig) {
+		switch http.CanonicalHeaderKey(name) {
+		case "Forwarded":
+			c.headers = useForwarded
+		case "X-Forwarded-For":
+			c.headers = useXFF
+		default:
+			c.err = invalidf("ProxyHeader: neither Forwarded nor X-Forwarded-For")
+		}
+	}
+}
+
+// IPv6Bits sets the length of the prefix that groups IPv6 clients under one
+// key: 64 by default (one host usually owns a /64, so a finer key lets one
+// host be many clients), 128 to key each address on its own. It must be
+// between 1 and 128.
+func IPv6Bits(bits int) IPOption {
+	return func(c *ipConfig) {
+		if bits < 1 || bits > 128 {
+			c.err = invalidf("IPv6Bits: %d outside [1, 128]", bits)
+			return
+		}
+		c.v6bits = bits
+	}
+}
+
+// ClientIPWith is ClientIP configured by options (TrustProxies,
+// ProxyHeader, IPv6Bits). The error wraps pace.ErrInvalidArgument when an
+// option is invalid.
+func ClientIPWith(opts ...IPOption) (KeyFunc, error) {
+	c, err := newIPConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.key, nil
+}
+
+const (
+	useBoth = iota
+	useForwarded
+	useXFF
+)
+
+// maxForwardedLen bounds the forwarding headers ClientIP reads, all field
+// lines of one header together: a real chain of proxies writes a few
+// hundred bytes.
+const maxForwardedLen = 16 << 10
+
+type ipConfig struct {
+	trusted []netip.Prefix
+	headers int
+	v6bits  int
+	err     error
+}
+
+func newIPConfig(opts []IPOption) (*ipConfig, error) {
+	c := &ipConfig{v6bits: 64}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c, nil
+}
+
+func (c *ipConfig) isTrusted(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// key is the KeyFunc.
+func (c *ipConfig) key(r *http.Request) (string, error) {
+	peer, ok := parseRemote(r.RemoteAddr)
+	if !ok {
+		return "", errRemoteNotIP
+	}
+	if len(c.trusted) == 0 || !c.isTrusted(peer) {
+		return c.format(peer, r.RemoteAddr), nil
+	}
+	client, err := c.fromHeaders(r.Header, peer)
+	if err != nil {
+		return "", err
+	}
+	return c.format(client, ""), nil
+}
+
+// fromHeaders returns the client named by the forwarding headers of a
+// request that came from the trusted peer.
+func (c *ipConfig) fromHeaders(h http.Header, peer netip.Addr) (netip.Addr, error) {
+	var fwd, xff netip.Addr
+	var hasFwd, hasXFF bool
+	var err error
+	if c.headers != useXFF {
+		if lines := h["Forwarded"]; len(lines) > 0 {
+			hasFwd = true
+			if fwd, err = walkForwarded(lines, c.isTrusted); err != nil {
+				return netip.Addr{}, err
+			}
+		}
+	}
+	if c.headers != useForwarded {
+		if lines := h["X-Forwarded-For"]; len(lines) > 0 {
+			hasXFF = true
+			if xff, err = walkXFF(lines, c.isTrusted); err != nil {
+				return netip.Addr{}, err
+			}
+		}
+	}
+	switch {
+	case hasFwd && hasXFF:
+		if fwd != xff {
+			return netip.Addr{}, errFwdConflict
+		}
+		return fwd, nil
+	case hasFwd:
+		return fwd, nil
+	case hasXFF:
+		return xff, nil
+	}
+	return peer, nil
+}
+
+// format returns the key of client a: the address, or for IPv6 its group.
+// raw is the connection's "host:port" string when a came from it: an IPv4
+// peer's key is then a substring of it, which costs no allocation.
+func (c *ipConfig) format(a netip.Addr, raw string) string {
+	if a.Is4() {
+		if i := strings.LastIndexByte(raw, ':'); i > 0 && raw[0] != '[' {
+			return raw[:i] // netip accepted it as IPv4, so it is canonical dotted decimal
+		}
+		return a.String()
+	}
+	if c.v6bits == 128 {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, c.v6bits).Masked().String()
+}
+
+// parseRemote parses a connection address ("host:port", or a bare host),
+// dropping the zone and unmapping IPv4-mapped IPv6.
+func parseRemote(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return normal(ap.Addr()), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return normal(a), true
+	}
+	return netip.Addr{}, false
+}
+
+// normal drops a's zone and reads an IPv4-mapped IPv6 address as IPv4, so
+// that ::ffff:192.0.2.1 and 192.0.2.1 are one client (and IPv4 clients are
+// not grouped together by an IPv6 prefix).
+func normal(a netip.Addr) netip.Addr {
+	return a.Unmap().WithZone("")
+}
+
+// validToken reports whether s is a non-empty HTTP token (a valid field
+// name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}

@@ -1,0 +1,389 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// kind is what a Limit counts with.
+type kind uint8
+
+const (
+	kindPace kind = iota + 1
+	kindBucket
+	kindSlots
+)
+
+var kindNames = [...]string{kindPace: "pace", kindBucket: "bucket", kindSlots: "slots"}
+
+// Limit is one limit applied to every request that a Middleware (or a
+// Limiter) decides: a Pace, a token Bucket in a Store, or a count of
+// concurrent Slots in a Store, each counted per key. Build it with Pace,
+// Bucket or Slots; the zero Limit is rejected by New. A Limit is a small
+// value, validated by New, and may be given to several Middlewares (they
+// then share its pace or store).
+type Limit struct {
+	kind     kind
+	key      KeyFunc
+	pace     *pace.Pace
+	store    pace.Store
+	capacity float64 // Bucket
+	refill   float64 // Bucket
+	slots    int64   // Slots
+	ttl      time.Duration
+	opts     []LimitOption
+}
+
+// Pace returns a Limit that reserves one event of p for each request, keyed
+// by key: the request is refused when the key's pace is spent. It can be
+// given back (Return, ReturnOn): a Pace limit returns exactly (see
+// pace.Reservation.Return). With DecideAfterVerify, the event is taken only
+// once the handler has verified the presentation.
+//
+// Its RateLimit-Policy item is q events per w seconds: q = p.Burst() over
+// the time that burst takes to refill, rounded up to whole seconds (so a
+// pace of 5/s is q=5;w=1, and a pace below one per second is q=1 over its
+// interval rounded up). Its RateLimit item gives r, the whole events the key
+// has left after the decision, and t, the seconds until its bucket is full
+// again, rounded up.
+func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
+	return Limit{kind: kindPace, pace: p, key: key, opts: opts}
+}
+
+// Bucket returns a Limit that takes one token for each request from the
+// token bucket at the request's key in s (Store.TokenBucket): capacity
+// tokens, refilled at refillPerSec tokens per second, shared by every
+// process that uses the same store. capacity must be at least 1 and
+// refillPerSec positive; both finite.
+//
+// The key in the store is "httplimit:" + the limit's name + ":" + the key,
+// so two Bucket limits of different names never share a bucket, and two of
+// the same name (in two Middlewares, or two replicas) share it.
+//
+// A Bucket limit cannot be given back yet (the Store has no refund), so New
+// rejects ReturnOn on it, Return leaves it spent, and it is decided after
+// every limit that can be given back. Its RateLimit-Policy item is
+// q=floor(capacity) over w, the seconds a full refill takes, rounded up; it
+// sends no RateLimit item, whose r is required, since the Store does not
+// report what remains.
+func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
+	return Limit{kind: kindBucket, store: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
+}
+
+// Slots returns a Limit that holds one of limit concurrent slots at the
+// request's key in s (Store.AcquireSlot) while the handler runs: acquired
+// before it, released when it returns, and refreshed every ttl/3 while it
+// is still running (a long download, a stream of server-sent events, a
+// WebSocket served by the handler's goroutine), so that the slots of a
+// replica that crashed expire with their ttl instead of leaking. limit must
+// be at least 1 and ttl above zero.
+//
+// The key in the store is prefixed as for Bucket. A refusal is a 429 with a
+// Retry-After of one second, since no one knows when a slot will free. A
+// Slots limit is a cap on concurrency, not a quota: it sends no
+// RateLimit-Policy or RateLimit item. It cannot take ReturnOn (its slot is
+// always given back when the handler returns), and Return leaves it held
+// until then. A handler that hijacks the connection and returns while
+// another goroutine serves it gives its slot back when it returns.
+func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...LimitOption) Limit {
+	return Limit{kind: kindSlots, store: s, slots: limit, ttl: ttl, key: key, opts: opts}
+}
+
+// LimitOption configures one Limit.
+type LimitOption func(*limitConfig)
+
+type limitConfig struct {
+	name        string
+	named       bool
+	returnOn    []int
+	afterVerify bool
+}
+
+// Name names the limit: in the RateLimit-Policy and RateLimit fields, in
+// the refusal's problem details, in metrics and in the keys of a Store
+// limit. It must be 1 to 64 printable ASCII characters and unique within a
+// Middleware. The default is the kind of the limit followed by its position
+// in the list given to New, as in "pace-0", "bucket-1", "slots-2".
+func Name(name string) LimitOption {
+	return func(c *limitConfig) { c.name, c.named = name, true }
+}
+
+// ReturnOn gives this limit's reservation back when the handler answers
+// with one of the given statuses, as if the request had not been made: for
+// a token endpoint, ReturnOn(http.StatusUnauthorized) on the per-client
+// limit means that only accepted presentations spend a client's pace, so a
+// forger naming someone else's client id spends nothing of it. Statuses
+// accumulate over several ReturnOn and must be between 100 and 599. Only a
+// Pace limit takes it: New rejects it on a Bucket (the Store cannot refund
+// yet) and on Slots (always released).
+//
+// Reserve-then-return holds the reservation while the handler runs: with a
+// slow check (a 50 ms password hash), forged requests in flight can hold the
+// named client's whole bucket. Use DecideAfterVerify there.
+func ReturnOn(status ...int) LimitOption {
+	return func(c *limitConfig) { c.returnOn = append(c.returnOn, status...) }
+}
+
+// DecideAfterVerify makes a Pace limit decide after the handler has
+// verified the presentation (a client secret, a password), so that a
+// presentation that fails verification never holds anything of the key's
+// pace, however long verification takes:
+//
+//  1. before the handler, the middleware looks at the key's pace without
+//     taking anything (pace.Pace.Peek), and refuses the request if one event
+//     would not fit now, so over-pace requests are refused without the cost
+//     of verifying them;
+//  2. the handler verifies, and answers a failure as usual (nothing was
+//     taken, so there is nothing to give back);
+//  3. after a successful verification the handler calls Verified(w, r),
+//     which takes the event atomically; if it no longer fits (others took
+//     it in between), Verified writes the refusal and returns false.
+//
+// If the handler never calls Verified, its status says whether the
+// presentation was accepted: an error (400 and above) or one of the limit's
+// ReturnOn statuses takes nothing, as does Return; any other status takes
+// the event when the handler returns. The pace then still holds over time,
+// but a request admitted by the look can no longer be refused, so under
+// concurrency a key may get more than its pace at one instant. Call
+// Verified.
+//
+// Choose it over reserve-then-return (ReturnOn alone) when verification is
+// slow; for fast checks, reserve-then-return is simpler and exact at every
+// instant. Only a Pace limit takes it. Its RateLimit item is sent by
+// Verified, once the event is taken.
+func DecideAfterVerify() LimitOption {
+	return func(c *limitConfig) { c.afterVerify = true }
+}
+
+// limit is a Limit validated and prepared by NewLimiter.
+type limit struct {
+	Limit
+	index       int    // position in the list given to New
+	name        string // the policy name
+	prefix      string // of a Store key: "httplimit:" + name + ":"
+	returnOn    statusSet
+	afterVerify bool
+
+	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
+	// caches the RateLimit field of this limit alone with r remaining, for
+	// r up to len(items)-1, made when first needed.
+	policy   string
+	quoted   string // the name as a structured-field string
+	q, w     int64
+	interval time.Duration // of one event, for t
+	tol      time.Duration // time an empty bucket takes to refill
+	items    []atomic.Pointer[[]string]
+	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
+	problem  problemDoc                 // the default refusal, set by New
+}
+
+// statusSet is a set of HTTP statuses, 100 to 599.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) { s[code>>6] |= 1 << (code & 63) }
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code>>6]&(1<<(code&63)) != 0
+}
+func (s *statusSet) empty() bool { return *s == statusSet{} }
+
+func (l *limit) refundable() bool           { return canRefund(l.kind) }
+func (l *limit) undoable() bool             { return l.kind == kindSlots || l.refundable() }
+func (l *limit) reportsRemaining() bool     { return l.kind == kindPace }
+func (l *limit) storeKey(key string) string { return l.prefix + key }
+
+// canRefund reports whether a limit of kind k can be given back after it
+// was taken. A Bucket cannot until the Store can refund a token bucket (the
+// issue on shared limits across replicas); when it can, this is the one
+// place to change, with the refund in giveBack and remaining in decide.
+func canRefund(k kind) bool { return k == kindPace }
+
+// maxItems bounds the cached RateLimit fields of one limit (8 KiB of
+// pointers); a limit whose burst is larger formats the others each time.
+const maxItems = 1024
+
+// compile validates l and prepares it as the i-th limit.
+func compile(l Limit, i int, needKey bool) (limit, error) {
+	c := limit{Limit: l, index: i}
+	var cfg limitConfig
+	for _, o := range l.opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if l.kind == 0 {
+		return c, invalidf("limit %d is the zero Limit: build it with Pace, Bucket or Slots", i)
+	}
+	c.name = fmt.Sprintf("%s-%d", kindNames[l.kind], i)
+	if cfg.named {
+		if err := validName(cfg.name); err != nil {
+			return c, invalidf("limit %d: %v", i, err)
+		}
+		c.name = cfg.name
+	}
+	if needKey && l.key == nil {
+		return c, invalidf("limit %q has a nil KeyFunc", c.name)
+	}
+	for _, s := range cfg.returnOn {
+		if s < 100 || s > 599 {
+			return c, invalidf("limit %q: ReturnOn status %d outside [100, 599]", c.name, s)
+		}
+		c.returnOn.add(s)
+	}
+	if !c.returnOn.empty() && !canRefund(l.kind) {
+		why := "a Store bucket cannot be given back yet"
+		if l.kind == kindSlots {
+			why = "a slot is always released when the handler returns"
+		}
+		return c, invalidf("limit %q: ReturnOn on a %s limit: %s", c.name, kindNames[l.kind], why)
+	}
+	if cfg.afterVerify && l.kind != kindPace {
+		return c, invalidf("limit %q: DecideAfterVerify needs a Pace limit", c.name)
+	}
+	c.afterVerify = cfg.afterVerify
+	c.prefix = "httplimit:" + c.name + ":"
+	switch l.kind {
+	case kindPace:
+		if l.pace == nil {
+			return c, invalidf("limit %q: nil *pace.Pace", c.name)
+		}
+		c.interval = time.Duration(math.Ceil(float64(time.Second) / l.pace.Rate()))
+		c.tol = max(time.Second, c.interval)
+		c.q = int64(l.pace.Burst())
+		c.w = windowSeconds(float64(c.q), l.pace.Rate())
+	case kindBucket:
+		if l.store == nil {
+			return c, invalidf("limit %q: nil Store", c.name)
+		}
+		if _, err := pace.NewBucket(l.capacity, l.refill, 1); err != nil {
+			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
+		}
+		c.q = int64(math.Floor(l.capacity))
+		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
+	case kindSlots:
+		if l.store == nil {
+			return c, invalidf("limit %q: nil Store", c.name)
+		}
+		if err := pace.ValidateSlot("k", l.slots, l.ttl); err != nil {
+			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
+		}
+	}
+	c.quoted = sfString(c.name)
+	if l.kind != kindSlots {
+		c.policy = c.quoted + ";q=" + strconv.FormatInt(c.q, 10) + ";w=" + strconv.FormatInt(c.w, 10)
+	}
+	if c.reportsRemaining() {
+		c.items = make([]atomic.Pointer[[]string], min(c.q, maxItems)+1)
+		c.refusals = make([]atomic.Pointer[[]string], min(c.w, maxItems)+1)
+	}
+	return c, nil
+}
+
+// fullIn reports, in whole seconds rounded up, when the bucket of a Pace
+// limit that has r whole events left is full again: at most the time the
+// missing events take to refill.
+func (l *limit) fullIn(r int) int64 {
+	return ceilSeconds(max(0, l.tol-time.Duration(r)*l.interval))
+}
+
+// item returns this limit's RateLimit item with r remaining and an
+// effective window of t seconds.
+func (l *limit) item(r int, t int64) string {
+	var buf [128]byte // a name of 64 bytes, quoted and escaped, and two numbers
+	b := append(buf[:0], l.quoted...)
+	b = strconv.AppendInt(append(b, ";r="...), int64(r), 10)
+	b = strconv.AppendInt(append(b, ";t="...), t, 10)
+	return string(b)
+}
+
+// field returns the RateLimit field of this limit with r remaining after an
+// admission (see cached).
+func (l *limit) field(r int, one *[1]string) []string {
+	return cached(l.items, r, one, func() string { return l.item(r, l.fullIn(r)) })
+}
+
+// refusedField returns the RateLimit field of this limit refusing with a
+// Retry-After of t seconds (see cached).
+func (l *limit) refusedField(t int64, one *[1]string) []string {
+	return cached(l.refusals, int(t), one, func() string { return l.item(0, t) })
+}
+
+// cached returns a header field line of one value: cache[i], made by make
+// the first time it is needed, when i is within the cache (a slice shared
+// by every response, so never written into: its capacity is its length, so
+// an Add copies), and otherwise one[:], or a new slice if one is nil, made
+// each time.
+func cached(cache []atomic.Pointer[[]string], i int, one *[1]string, make func() string) []string {
+	if i < 0 || i >= len(cache) {
+		if one == nil {
+			return []string{make()}
+		}
+		one[0] = make()
+		return one[:]
+	}
+	if f := cache[i].Load(); f != nil {
+		return *f
+	}
+	f := []string{make()}
+	cache[i].Store(&f) // racing stores store equal fields
+	return f
+}
+
+// windowSeconds returns the whole seconds, rounded up and at least one,
+// that q events take at perSecond; the rounding of a pace's interval to the
+// nanosecond is ignored, so that a pace of 3/s is 3 per 1 s, not per 2 s.
+func windowSeconds(q, perSecond float64) int64 {
+	return max(1, int64(math.Ceil(q/perSecond-1e-6)))
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// validName checks a limit name: 1 to 64 printable ASCII characters.
+func validName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("name of %d bytes: want 1 to 64", len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] > 0x7E {
+			return errors.New("name with a byte outside printable ASCII")
+		}
+	}
+	return nil
+}
+
+// sfString serialises s, printable ASCII, as a structured-field string
+// (RFC 8941 section 4.1.6).
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// statusText returns the reason phrase of code, or "Error".
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	return "Error"
+}

@@ -1,0 +1,542 @@
+package httplimit
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// Limiter decides requests against a list of limits, all or nothing,
+// whatever carries the requests: it is the machinery under Middleware, for
+// other transports (package grpclimit) to reuse with keys of their own.
+//
+// Limits are decided in the order given, except that those that cannot be
+// given back (Bucket) are decided after those that can; the first refusal
+// stops the decision and gives back what the earlier limits took, so a
+// refused request spends nothing (but of a Bucket decided before another
+// Bucket that refused). A Limiter is safe for concurrent use by multiple
+// goroutines; each request has its own Ticket.
+type Limiter struct {
+	limits []limit // in the order given to NewLimiter
+	order  []int   // decision order: indexes into limits
+	names  []string
+	policy []string // the RateLimit-Policy field, shared by every response; nil for none
+	cfg    config
+	obs    Observer
+	slots  bool // some limit is Slots
+	minTTL time.Duration
+}
+
+// NewLimiter returns a Limiter deciding limits, whose KeyFuncs it ignores
+// (they may be nil): the caller gives the keys to Decide. The options that
+// concern HTTP answers (OnRefusal, OnKeyError, OnStoreError, LegacyHeaders)
+// are ignored too. The error wraps pace.ErrInvalidArgument when the list is
+// empty or a limit or an option is invalid (see the Limit constructors and
+// their options), or is the error of the WithObserver function.
+func NewLimiter(limits []Limit, opts ...Option) (*Limiter, error) {
+	return newLimiter(limits, opts, false)
+}
+
+func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
+	cfg := newConfig(opts)
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	if len(limits) == 0 {
+		return nil, invalidf("no limits")
+	}
+	l := &Limiter{cfg: cfg, limits: make([]limit, len(limits))}
+	seen := make(map[string]bool, len(limits))
+	var policy []string
+	for i, lim := range limits {
+		c, err := compile(lim, i, needKey)
+		if err != nil {
+			return nil, err
+		}
+		if seen[c.name] {
+			return nil, invalidf("two limits named %q", c.name)
+		}
+		seen[c.name] = true
+		l.limits[i] = c
+		l.names = append(l.names, c.name)
+		if c.policy != "" {
+			policy = append(policy, c.policy)
+		}
+		if c.kind == kindSlots {
+			l.slots = true
+			if l.minTTL == 0 || c.ttl < l.minTTL {
+				l.minTTL = c.ttl
+			}
+		}
+	}
+	if len(policy) > 0 {
+		l.policy = []string{strings.Join(policy, ", ")}
+	}
+	for _, undoable := range []bool{true, false} {
+		for i := range l.limits {
+			if l.limits[i].undoable() == undoable {
+				l.order = append(l.order, i)
+			}
+		}
+	}
+	if cfg.newObserver != nil {
+		o, err := cfg.newObserver(append([]string(nil), l.names...))
+		if err != nil {
+			return nil, err
+		}
+		l.obs = o
+	}
+	return l, nil
+}
+
+// Names returns the names of the limits, in the order given to NewLimiter
+// (the index of a name is the limit's index in Observer and Ticket).
+func (l *Limiter) Names() []string { return append([]string(nil), l.names...) }
+
+// Policy returns the RateLimit-Policy field of the limits: one item per
+// limit that is a quota (Pace, Bucket), as in `"per-ip";q=20;w=1`, or ""
+// when no limit is (Slots only).
+func (l *Limiter) Policy() string {
+	if l.policy == nil {
+		return ""
+	}
+	return l.policy[0]
+}
+
+// DryRun reports whether the Limiter was built with the DryRun option: its
+// caller then serves refused requests as if admitted.
+func (l *Limiter) DryRun() bool { return l.cfg.dryRun }
+
+func (l *Limiter) observe(i int, o Outcome) {
+	if l.obs != nil {
+		l.obs.Observe(i, o)
+	}
+}
+
+// Outcome is what happened to a request, or to one limit of it.
+type Outcome uint8
+
+const (
+	// Admitted: the limit took (an event of a Pace, a token of a Bucket, a
+	// slot); for a Ticket, every limit did.
+	Admitted Outcome = iota + 1
+	// Refused: the limit had nothing left; for a Ticket, one limit refused
+	// and the earlier ones were given back.
+	Refused
+	// Returned: what the limit took was given back (after a later limit
+	// refused, by ReturnOn, or by Return). Admitted − Returned is spent.
+	Returned
+	// KeyFailed: the limit's key could not be read from the request.
+	KeyFailed
+	// StoreFailed: the limit's Store returned an error.
+	StoreFailed
+)
+
+var outcomeNames = [...]string{
+	Admitted:    "admitted",
+	Refused:     "refused",
+	Returned:    "returned",
+	KeyFailed:   "key_error",
+	StoreFailed: "store_error",
+}
+
+// String returns admitted, refused, returned, key_error or store_error (the
+// value of the outcome label of package instrument's metrics).
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o > 0 {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Outcomes lists every Outcome, in order.
+var Outcomes = []Outcome{Admitted, Refused, Returned, KeyFailed, StoreFailed}
+
+// Observer receives the decisions of a Limiter (and so of a Middleware),
+// for metrics: see WithObserver and package instrument. Observe is called
+// on the decision path, once per limit and outcome, with the limit's index
+// in the list given to New; it must be fast and safe for concurrent use by
+// multiple goroutines.
+type Observer interface {
+	Observe(limit int, o Outcome)
+}
+
+// holdState is what a Ticket holds of one limit.
+type holdState uint8
+
+const (
+	holdNone   holdState = iota // nothing, or given back
+	holdTaken                   // a Pace reservation, returnable
+	holdSpent                   // a Bucket token, not returnable
+	holdPeeked                  // DecideAfterVerify: looked at, not taken
+	holdSlot                    // a slot, released by Finish
+)
+
+type hold struct {
+	state holdState
+	res   pace.Reservation // holdTaken
+	key   string           // holdPeeked: the key; holdSlot: the store key
+}
+
+// remaining reports the events left after a Pace limit's take.
+func (h *hold) remaining() int { return h.res.Remaining() }
+
+// inlineHolds is the number of limits a Ticket holds without allocating:
+// two covers the usual pair (per address, per client) and keeps the
+// per-request allocation of a Middleware small.
+const inlineHolds = 2
+
+// Ticket is one request's decision by a Limiter: what it took from each
+// limit, and what it may give back. Fill it with Limiter.Decide; then,
+// while the request is served, Verify (for DecideAfterVerify limits) and
+// Return as the request requires; and call Finish exactly once when it is
+// done, whatever the outcome, to give back by ReturnOn and release slots.
+// A Ticket must not be copied once Decide has filled it. Its methods are
+// safe for concurrent use.
+type Ticket struct {
+	mu       sync.Mutex
+	outcome  Outcome
+	finished bool
+	failed   int32 // the index of the limit that refused or failed
+	l        *Limiter
+	ctx      context.Context // of the decision
+	inline   [inlineHolds]hold
+	holds    []hold // by limit index
+	wait     time.Duration
+	err      error
+	pending  int         // limits looked at, not yet taken
+	stop     func() bool // stops the slot refresh
+}
+
+// Decide decides one request: for each limit, in decision order, it asks
+// key for the limit's key (i is the index in the list given to
+// NewLimiter), then decides, stopping at the first refusal or error and
+// giving back what the earlier limits took. It returns and records the
+// outcome in t, which it resets first: Admitted, Refused (Ticket.Refusal),
+// KeyFailed or StoreFailed (Ticket.Err). An empty key, or one longer than
+// MaxKeyLen, is a key error. Store calls use ctx.
+//
+// After Admitted, slots are held until Finish, refreshed every third of
+// their ttl meanwhile; the caller must call Finish. After any other outcome
+// nothing is held and Finish does nothing.
+func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
+	if t.l != nil {
+		*t = Ticket{} // reused: a fresh Ticket is zero already
+	}
+	t.l, t.ctx, t.failed = l, ctx, -1
+	if len(l.limits) <= inlineHolds {
+		t.holds = t.inline[:len(l.limits)]
+	} else {
+		t.holds = make([]hold, len(l.limits))
+	}
+	for _, i := range l.order {
+		lim, h := &l.limits[i], &t.holds[i]
+		k, err := key(i)
+		if err == nil {
+			k, err = checkKey(k)
+		}
+		if err != nil {
+			return t.fail(ctx, i, KeyFailed, err)
+		}
+		switch lim.kind {
+		case kindPace:
+			if lim.afterVerify {
+				if ok, wait := lim.pace.Peek(k); !ok {
+					return t.refuse(ctx, i, wait, true)
+				}
+				h.state, h.key = holdPeeked, k
+				t.pending++
+				continue
+			}
+			if h.res = lim.pace.Reserve(k); !h.res.OK() {
+				return t.refuse(ctx, i, h.res.RetryAfter(), true)
+			}
+			h.state = holdTaken
+		case kindBucket:
+			ok, wait, err := lim.store.TokenBucket(ctx, lim.storeKey(k), lim.capacity, lim.refill, 1)
+			if err != nil {
+				return t.fail(ctx, i, StoreFailed, err)
+			}
+			if !ok {
+				return t.refuse(ctx, i, wait, true)
+			}
+			h.state = holdSpent
+		case kindSlots:
+			sk := lim.storeKey(k)
+			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+			if err != nil {
+				return t.fail(ctx, i, StoreFailed, err)
+			}
+			if !ok {
+				return t.refuse(ctx, i, slotRetryAfter, true)
+			}
+			h.state, h.key = holdSlot, sk
+		}
+		l.observe(i, Admitted)
+	}
+	t.outcome = Admitted
+	if l.slots {
+		t.stop = l.cfg.afterFunc(l.minTTL/3, t.refresh)
+	}
+	return Admitted
+}
+
+// slotRetryAfter is the Retry-After of a refusal by a Slots limit: no one
+// knows when a slot will free.
+const slotRetryAfter = time.Second
+
+// refuse records a refusal by limit i and gives back what the ticket took
+// (releasing slots too when release is set).
+func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release bool) Outcome {
+	t.l.observe(i, Refused)
+	t.undo(ctx, release)
+	t.outcome, t.failed, t.wait = Refused, int32(i), wait
+	return Refused
+}
+
+// fail records an error of limit i and gives back what the ticket took.
+func (t *Ticket) fail(ctx context.Context, i int, o Outcome, err error) Outcome {
+	t.l.observe(i, o)
+	t.undo(ctx, true)
+	t.outcome, t.failed, t.err = o, int32(i), err
+	return o
+}
+
+// undo gives back every returnable hold, and releases slots when release
+// is set.
+func (t *Ticket) undo(ctx context.Context, release bool) {
+	for j := len(t.l.order) - 1; j >= 0; j-- {
+		i := t.l.order[j]
+		switch h := &t.holds[i]; h.state {
+		case holdTaken:
+			t.giveBack(i)
+		case holdPeeked:
+			h.state = holdNone
+		case holdSlot:
+			if release {
+				t.l.limits[i].store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
+				h.state = holdNone
+				t.l.observe(i, Returned)
+			}
+		}
+	}
+	t.pending = 0
+}
+
+// giveBack returns the reservation of limit i. The one place that knows
+// how each kind gives back: a Bucket joins here once the Store can refund.
+func (t *Ticket) giveBack(i int) {
+	h := &t.holds[i]
+	h.res.Return()
+	h.state = holdNone
+	t.l.observe(i, Returned)
+}
+
+// Outcome reports the outcome of the decision (or of Verify, once it has
+// refused): Admitted, Refused, KeyFailed, StoreFailed; zero before Decide.
+func (t *Ticket) Outcome() Outcome {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.outcome
+}
+
+// Refusal reports, after a refusal, the index and name of the limit that
+// refused and the time after the decision at which it would admit (one
+// second for Slots); otherwise -1, "" and 0.
+func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.outcome != Refused {
+		return -1, "", 0
+	}
+	return int(t.failed), t.l.names[t.failed], t.wait
+}
+
+// Err reports, after KeyFailed or StoreFailed, the index of the limit
+// whose key or store failed and the error; otherwise -1 and nil.
+func (t *Ticket) Err() (limit int, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		return -1, nil
+	}
+	return int(t.failed), t.err
+}
+
+// Verify takes the events of the DecideAfterVerify limits, which Decide
+// only looked at: call it once the presentation is verified. It reports
+// whether every one fitted. If one no longer fits, Verify gives back
+// everything the ticket took (slots stay held until Finish), records the
+// refusal (Outcome, Refusal) and reports false: the request must be
+// refused. It reports true when there is nothing to take (no such limit,
+// or Verify was already called and succeeded), and false after any outcome
+// but Admitted or after Finish. Under DryRun it decides and counts as usual
+// but always reports true.
+func (t *Ticket) Verify() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.outcome != Admitted || t.finished {
+		return t.l != nil && t.l.cfg.dryRun
+	}
+	for _, i := range t.l.order {
+		h := &t.holds[i]
+		if h.state != holdPeeked {
+			continue
+		}
+		if h.res = t.l.limits[i].pace.Reserve(h.key); !h.res.OK() {
+			h.state = holdNone
+			t.refuse(t.ctx, i, h.res.RetryAfter(), false)
+			return t.l.cfg.dryRun
+		}
+		h.state = holdTaken
+		t.l.observe(i, Admitted)
+	}
+	t.pending = 0
+	return true
+}
+
+// Return gives back everything the ticket holds that can be given back, at
+// once: the reservations of Pace limits, with or without ReturnOn, and the
+// events DecideAfterVerify limits have not taken yet (they will not be).
+// Bucket tokens stay spent, and slots stay held until Finish. Calling it
+// again, or after Finish, does nothing.
+func (t *Ticket) Return() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished || t.outcome != Admitted {
+		return
+	}
+	for i := range t.holds {
+		switch h := &t.holds[i]; h.state {
+		case holdTaken:
+			t.giveBack(i)
+		case holdPeeked:
+			h.state = holdNone
+		}
+	}
+	t.pending = 0
+}
+
+// Finish ends the request with the given status (an HTTP status; a gRPC
+// interceptor maps its code to one): it gives back each Pace limit whose
+// ReturnOn holds status, takes the events of DecideAfterVerify limits the
+// handler never verified if status says the presentation was accepted
+// (below 400 and not one of their ReturnOn statuses), releases the slots
+// and stops their refresh. Only the first call does anything.
+func (t *Ticket) Finish(status int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished || t.l == nil {
+		return
+	}
+	t.finished = true
+	if t.stop != nil {
+		t.stop()
+	}
+	// After a refusal (by Verify, say) only slots are still held: release
+	// them whatever the outcome.
+	var ctx context.Context
+	for i := range t.holds {
+		lim, h := &t.l.limits[i], &t.holds[i]
+		switch h.state {
+		case holdTaken:
+			if lim.returnOn.has(status) {
+				t.giveBack(i)
+			}
+		case holdPeeked:
+			h.state = holdNone
+			if accepted(status) && !lim.returnOn.has(status) {
+				if lim.pace.Allow(h.key) {
+					t.l.observe(i, Admitted)
+				} else {
+					t.l.observe(i, Refused) // late: the answer was given
+				}
+			}
+		case holdSlot:
+			if ctx == nil {
+				ctx = context.WithoutCancel(t.ctx)
+			}
+			lim.store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
+			h.state = holdNone
+		}
+	}
+	t.pending = 0
+}
+
+// accepted reports whether a request answered with status was accepted,
+// for a DecideAfterVerify limit whose handler did not say: an error status
+// means the presentation was not.
+func accepted(status int) bool { return status < 400 }
+
+// refresh extends the ttl of the slots the ticket holds, and arms the next
+// refresh, until Finish.
+func (t *Ticket) refresh() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished {
+		return
+	}
+	every := t.l.minTTL / 3
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), every)
+	for i := range t.holds {
+		if h := &t.holds[i]; h.state == holdSlot {
+			lim := &t.l.limits[i]
+			lim.store.RefreshSlot(ctx, h.key, lim.ttl) // a failure is retried at the next refresh
+		}
+	}
+	cancel()
+	t.stop = t.l.cfg.afterFunc(every, t.refresh)
+}
+
+// RateLimit returns the RateLimit field for the ticket (draft-ietf-httpapi-
+// ratelimit-headers): after an admission, one item per Pace limit taken,
+// with the events its key has left and when its bucket is full again; after
+// a refusal, the refusing limit's item with r=0 and t the wait in whole
+// seconds, rounded up. It is "" when there is no item.
+func (t *Ticket) RateLimit() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var one [1]string
+	return strings.Join(t.rateLimit(&one), ", ")
+}
+
+// rateLimit returns the RateLimit field lines: a single limit's is shared
+// and must not be written into, or is one[:] (so one must live as long as
+// the result). t.mu is held, or the ticket not yet shared.
+func (t *Ticket) rateLimit(one *[1]string) []string {
+	if t.outcome == Refused {
+		lim := &t.l.limits[t.failed]
+		if !lim.reportsRemaining() {
+			return nil
+		}
+		return lim.refusedField(retryAfterSeconds(t.wait), one)
+	}
+	n := 0
+	var f []string
+	for i := range t.holds {
+		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+			n++
+			f = t.l.limits[i].field(t.holds[i].remaining(), one)
+		}
+	}
+	if n <= 1 {
+		return f
+	}
+	// Several limits: one field line each, which RFC 8941 reads as one list.
+	all := make([]string, 0, n)
+	for i := range t.holds {
+		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+			all = append(all, t.l.limits[i].field(t.holds[i].remaining(), one)[0])
+		}
+	}
+	return all
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least one, so
+// that a client waiting that long finds the event fits.
+func retryAfterSeconds(d time.Duration) int64 {
+	return max(1, ceilSeconds(d))
+}

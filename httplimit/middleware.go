@@ -1,0 +1,412 @@
+package httplimit
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+)
+
+// Middleware applies a list of Limits to every request of the handlers it
+// wraps, all or nothing.
+//
+// For each request, each limit reads its key and decides in turn (see
+// Limiter for the order); the first refusal stops the decision and gives
+// back what the earlier limits took, and the request gets a 429 with
+// Retry-After (see OnRefusal). A key that cannot be read gets a 400 (see
+// KeyError and OnKeyError), a store error a 503 (see OnStoreError). An
+// admitted request goes to the handler; when the handler returns, each Pace
+// limit whose ReturnOn statuses include the handler's status is given back,
+// and slots are released. Every response carries the RateLimit-Policy and
+// RateLimit fields (draft-ietf-httpapi-ratelimit-headers).
+//
+// The handler sees a ResponseWriter that records its status when a limit
+// needs it (ReturnOn, DecideAfterVerify) and otherwise the original one;
+// the recording one keeps http.Flusher, http.Hijacker, io.ReaderFrom and
+// http.ResponseController working, so streaming and WebSockets work through
+// it. The handler may call Return and Verified with its request.
+//
+// The header field lines the middleware sets are shared between responses,
+// which is what keeps a decision at two allocations: set, add to or delete
+// them with http.Header's methods, which copy, but never write into the
+// slices of the header map.
+//
+// Middleware must be created with New. It is safe for concurrent use by
+// multiple goroutines.
+type Middleware struct {
+	l          *Limiter
+	needCtx    bool // Return or Verified can do something
+	needStatus bool // Finish needs the handler's status
+}
+
+// New returns a Middleware applying limits. The error wraps
+// pace.ErrInvalidArgument when limits is empty, when a limit is the zero
+// Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
+// limits have the same name, or an option does not fit its limit (ReturnOn
+// on a Bucket or Slots, DecideAfterVerify on anything but a Pace); or it is
+// the error of the WithObserver function.
+func New(limits []Limit, opts ...Option) (*Middleware, error) {
+	l, err := newLimiter(limits, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{l: l}
+	for i := range l.limits {
+		c := &l.limits[i]
+		m.needCtx = m.needCtx || c.refundable() || c.afterVerify
+		m.needStatus = m.needStatus || !c.returnOn.empty() || c.afterVerify
+		c.problem = problemBody(quotaExceeded(c.name))
+	}
+	return m, nil
+}
+
+// Names returns the names of the limits, in the order given to New.
+func (m *Middleware) Names() []string { return m.l.Names() }
+
+// Wrap returns next behind the limits.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	s := &request{Context: r.Context(), rw: w}
+	if m.needCtx {
+		r = r.WithContext(s)
+	}
+	out := m.l.Decide(s.Context, &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
+	hdr := w.Header()
+	if m.l.policy != nil {
+		hdr["Ratelimit-Policy"] = m.l.policy
+	}
+	if rl := s.t.rateLimit(&s.field); rl != nil {
+		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into s
+	}
+	if m.l.cfg.legacy {
+		s.t.legacy(hdr)
+	}
+	if !m.l.cfg.dryRun {
+		switch out {
+		case Refused:
+			m.l.refuse(w, r, &s.t)
+			return
+		case KeyFailed, StoreFailed:
+			_, err := s.t.Err()
+			if out == KeyFailed {
+				m.l.cfg.onKeyError(w, r, err)
+			} else {
+				m.l.cfg.onStoreError(w, r, err)
+			}
+			return
+		}
+	}
+	defer s.end()
+	if m.needStatus {
+		h.next.ServeHTTP(s, r)
+	} else {
+		h.next.ServeHTTP(w, r)
+	}
+	s.completed = true
+}
+
+// refuse answers a refusal recorded in t; the RateLimit fields are set.
+func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
+	i, name, wait := t.Refusal()
+	secs := retryAfterSeconds(wait)
+	w.Header()["Retry-After"] = cached(retryAfterFields[:], int(secs), nil, func() string { return strconv.FormatInt(secs, 10) })
+	if l.cfg.onRefusal == nil {
+		writeProblem(w, http.StatusTooManyRequests, l.limits[i].problem)
+		return
+	}
+	l.cfg.onRefusal(w, r, Refusal{Limit: name, RetryAfter: wait})
+}
+
+// request is the state of one request through a Middleware, in one
+// allocation: the Ticket, the context that carries it to Return and
+// Verified, and the ResponseWriter that records the handler's status.
+type request struct {
+	context.Context
+	t         Ticket
+	rw        http.ResponseWriter
+	status    int32     // the handler's status, once written
+	completed bool      // the handler returned without panicking
+	field     [1]string // the RateLimit field line, when it is not a cached one
+}
+
+type ctxKey struct{}
+
+// Value returns the request itself for this package's key, and otherwise
+// the value of the parent context.
+func (s *request) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// from returns the request state ctx carries, or nil.
+func from(ctx context.Context) *request {
+	s, _ := ctx.Value(ctxKey{}).(*request)
+	return s
+}
+
+// end finishes the ticket with the handler's status: the one it wrote, 200
+// if it wrote none, 500 if it panicked before writing one.
+func (s *request) end() {
+	status := int(s.status)
+	if status == 0 {
+		status = http.StatusOK
+		if !s.completed {
+			status = http.StatusInternalServerError
+		}
+	}
+	s.t.Finish(status)
+}
+
+// Return gives back, from inside the handler, every reservation of r that
+// can be given back, whether its limit has ReturnOn or not (see
+// Ticket.Return): call it when the request turns out not to count, before
+// or after writing the response. It gives back the reservations of every
+// Middleware the request went through. Without a Middleware, or called
+// again, it does nothing.
+func Return(r *http.Request) {
+	for s := from(r.Context()); s != nil; s = from(s.Context) {
+		s.t.Return()
+	}
+}
+
+// Verified takes, once the handler has verified the presentation, the
+// events of the DecideAfterVerify limits that the middleware only looked
+// at, and reports whether they all fitted (see DecideAfterVerify). When one
+// did not, it has given back whatever the request took, written the
+// refusal (429, Retry-After and the RateLimit fields, through OnRefusal) to
+// w, and reports false: the handler must then return without writing.
+// When they fitted, it adds their RateLimit items to w's header. Call it
+// before writing the response. It reports true when there is nothing to
+// take (no such limit, no Middleware, or a second call), and always under
+// DryRun.
+func Verified(w http.ResponseWriter, r *http.Request) bool {
+	for s := from(r.Context()); s != nil; s = from(s.Context) {
+		if !s.verified(w, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
+	t := &s.t
+	t.mu.Lock()
+	pending := t.pending > 0
+	t.mu.Unlock()
+	if !pending {
+		return t.Verify()
+	}
+	ok := t.Verify()
+	t.mu.Lock()
+	rl := t.rateLimit(&s.field)
+	refused := t.outcome == Refused
+	t.mu.Unlock()
+	hdr := w.Header()
+	if rl != nil {
+		hdr["Ratelimit"] = rl
+	}
+	if t.l.cfg.legacy {
+		t.mu.Lock()
+		t.legacy(hdr)
+		t.mu.Unlock()
+	}
+	if ok || !refused {
+		return ok
+	}
+	t.l.refuse(w, r, t)
+	return false
+}
+
+// Header returns the handler's header map.
+func (s *request) Header() http.Header { return s.rw.Header() }
+
+// WriteHeader records the first final status and writes it.
+func (s *request) WriteHeader(code int) {
+	if s.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
+		s.status = int32(code)
+	}
+	s.rw.WriteHeader(code)
+}
+
+// Write writes b, after an implicit 200 if no status was written.
+func (s *request) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.rw.Write(b)
+}
+
+// WriteString writes str without converting it, as net/http's own writer.
+func (s *request) WriteString(str string) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return io.WriteString(s.rw, str)
+}
+
+// ReadFrom copies from src, letting the underlying writer use sendfile.
+func (s *request) ReadFrom(src io.Reader) (int64, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if rf, ok := s.rw.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(writerOnly{s.rw}, src)
+}
+
+type writerOnly struct{ io.Writer }
+
+// Flush sends what is buffered to the client (http.Flusher), through
+// whatever wrappers lie underneath; it does nothing when none can flush.
+func (s *request) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if f, ok := s.rw.(http.Flusher); ok {
+		f.Flush()
+		return
+	}
+	http.NewResponseController(s.rw).Flush()
+}
+
+// Hijack takes over the connection (http.Hijacker), through whatever
+// wrappers lie underneath; the error wraps http.ErrNotSupported when none
+// can (HTTP/2). The status is then recorded as 101.
+func (s *request) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	var c net.Conn
+	var rw *bufio.ReadWriter
+	var err error
+	if h, ok := s.rw.(http.Hijacker); ok {
+		c, rw, err = h.Hijack()
+	} else {
+		c, rw, err = http.NewResponseController(s.rw).Hijack()
+	}
+	if err == nil && s.status == 0 {
+		s.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
+}
+
+// Unwrap returns the underlying ResponseWriter, for
+// http.ResponseController.
+func (s *request) Unwrap() http.ResponseWriter { return s.rw }
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail,omitempty"`
+	Policies []string `json:"violated-policies,omitempty"`
+}
+
+// problemDoc is a problem details body, encoded, with its Content-Length.
+type problemDoc struct {
+	body   []byte
+	length []string
+}
+
+func problemBody(p problem) problemDoc {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic("httplimit: cannot encode problem details: " + err.Error()) // cannot happen: strings and ints
+	}
+	b = append(b, '\n')
+	return problemDoc{body: b, length: []string{strconv.Itoa(len(b))}}
+}
+
+// Header field lines every problem shares; their capacity is their length,
+// so a handler's Add copies them rather than writing into them.
+var (
+	problemType = []string{"application/problem+json"}
+	noSniff     = []string{"nosniff"}
+	// retryAfterFields caches the Retry-After lines of the first 1024
+	// seconds.
+	retryAfterFields [maxItems]atomic.Pointer[[]string]
+)
+
+// writeProblem writes a problem details response.
+func writeProblem(w http.ResponseWriter, status int, p problemDoc) {
+	h := w.Header()
+	h["Content-Type"], h["X-Content-Type-Options"], h["Content-Length"] = problemType, noSniff, p.length
+	w.WriteHeader(status)
+	w.Write(p.body)
+}
+
+func quotaExceeded(name string) problem {
+	return problem{
+		Type:     "https://iana.org/assignments/http-problem-types#quota-exceeded",
+		Title:    "Too Many Requests",
+		Status:   http.StatusTooManyRequests,
+		Detail:   "httplimit: the request exceeds the limit named in violated-policies; retry after Retry-After seconds",
+		Policies: []string{name},
+	}
+}
+
+var (
+	genericKeyError = "httplimit: the request does not carry the key a rate limit needs"
+	serverFault     = problemBody(problem{Type: "about:blank", Title: "Internal Server Error", Status: 500,
+		Detail: "httplimit: the rate limit cannot read its key (server configuration)"})
+	storeDown = problemBody(problem{Type: "about:blank", Title: "Service Unavailable", Status: 503,
+		Detail: "httplimit: the rate limit store is unavailable"})
+)
+
+func defaultKeyError(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := http.StatusBadRequest, genericKeyError
+	var ke *KeyError
+	if errors.As(err, &ke) && ke.Status >= 400 && ke.Status <= 599 {
+		status, detail = ke.Status, ke.Error()
+	}
+	if status >= 500 {
+		writeProblem(w, status, serverFault)
+		return
+	}
+	writeProblem(w, status, problemBody(problem{Type: "about:blank", Title: statusText(status), Status: status, Detail: detail}))
+}
+
+func defaultStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	writeProblem(w, http.StatusServiceUnavailable, storeDown)
+}
+
+// legacy sets the X-RateLimit-* fields; t.mu is held or t not yet shared.
+func (t *Ticket) legacy(h http.Header) {
+	var lim *limit
+	var r int
+	var reset int64
+	switch {
+	case t.outcome == Refused:
+		if l := &t.l.limits[t.failed]; l.reportsRemaining() {
+			lim, r, reset = l, 0, retryAfterSeconds(t.wait)
+		}
+	default:
+		for i := range t.holds {
+			h := &t.holds[i]
+			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || h.remaining() < r) {
+				lim, r, reset = l, h.remaining(), l.fullIn(h.remaining())
+			}
+		}
+	}
+	if lim == nil {
+		return
+	}
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(lim.q, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(r)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
+}

@@ -1,0 +1,178 @@
+package instrument_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/instrument"
+)
+
+// TestLimits counts every outcome of a Middleware's decisions, per limit
+// name, with every series present from registration.
+func TestLimits(t *testing.T) {
+	reg := newCapture()
+	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
+	perIP, err := pace.New(3, pace.WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perClient, err := pace.New(1, pace.WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New([]httplimit.Limit{
+		httplimit.Pace(perIP, httplimit.ClientIP(), httplimit.Name("per-ip")),
+		httplimit.Pace(perClient, httplimit.Header("X-Client"), httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)),
+		httplimit.Bucket(prefixedStore{}, 10, 1, httplimit.Header("X-Bucket"), httplimit.Name("bucket")),
+	}, instrument.Limits(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := reg.one(t)
+	zero := `
+# HELP pace_limit_decisions_total Decisions of the rate limits of httplimit (or grpclimit), by limit name and outcome: admitted, refused, returned, key_error, store_error.
+# TYPE pace_limit_decisions_total counter
+`
+	for _, name := range []string{"bucket", "per-client", "per-ip"} {
+		for _, o := range []string{"admitted", "key_error", "refused", "returned", "store_error"} {
+			zero += `pace_limit_decisions_total{limit="` + name + `",outcome="` + o + `"} 0` + "\n"
+		}
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(zero)); err != nil {
+		t.Fatalf("before any request: %v", err)
+	}
+
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Secret") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	send := func(client, secret, bucket string) int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		if client != "" {
+			r.Header.Set("X-Client", client)
+		}
+		r.Header.Set("X-Secret", secret)
+		r.Header.Set("X-Bucket", bucket)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, step := range []struct {
+		client, secret, bucket string
+		want                   int
+	}{
+		{"a", "right", "ok", 200},   // all three admitted
+		{"a", "right", "ok", 429},   // per-client refused: per-ip returned
+		{"b", "wrong", "ok", 401},   // per-client returned by ReturnOn
+		{"", "right", "ok", 400},    // per-client key error: per-ip returned
+		{"c", "right", "fail", 503}, // bucket store error: per-ip, per-client returned
+		{"d", "right", "reject", 429},
+	} {
+		if got := send(step.client, step.secret, step.bucket); got != step.want {
+			t.Fatalf("%+v: %d", step, got)
+		}
+	}
+	want := strings.NewReplacer(
+		`{limit="per-ip",outcome="admitted"} 0`, `{limit="per-ip",outcome="admitted"} 6`,
+		`{limit="per-ip",outcome="returned"} 0`, `{limit="per-ip",outcome="returned"} 4`,
+		`{limit="per-client",outcome="admitted"} 0`, `{limit="per-client",outcome="admitted"} 4`,
+		`{limit="per-client",outcome="refused"} 0`, `{limit="per-client",outcome="refused"} 1`,
+		`{limit="per-client",outcome="returned"} 0`, `{limit="per-client",outcome="returned"} 3`,
+		`{limit="per-client",outcome="key_error"} 0`, `{limit="per-client",outcome="key_error"} 1`,
+		`{limit="bucket",outcome="admitted"} 0`, `{limit="bucket",outcome="admitted"} 2`,
+		`{limit="bucket",outcome="store_error"} 0`, `{limit="bucket",outcome="store_error"} 1`,
+		`{limit="bucket",outcome="refused"} 0`, `{limit="bucket",outcome="refused"} 1`,
+	).Replace(zero)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	lint(t, c)
+	// No label holds a key or a client id.
+	eachLabel(t, reg, func(metric, name, value string) {
+		if value == "a" || value == "192.0.2.1" || strings.Contains(value, "ok") {
+			t.Errorf("%s: label %s=%q holds a key", metric, name, value)
+		}
+	})
+}
+
+// lint fails the test for every problem testutil.CollectAndLint finds in
+// c's metrics.
+func lint(t *testing.T, c prometheus.Collector) {
+	t.Helper()
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
+	}
+}
+
+// eachLabel calls f with every label of every series g gathers.
+func eachLabel(t *testing.T, g prometheus.Gatherer, f func(metric, name, value string)) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				f(mf.GetName(), l.GetName(), l.GetValue())
+			}
+		}
+	}
+}
+
+// prefixedStore is fakeStore reading the key httplimit prefixes ("fail",
+// "reject") after the last colon.
+type prefixedStore struct{ fakeStore }
+
+func (s prefixedStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	return s.fakeStore.TokenBucket(ctx, key[strings.LastIndexByte(key, ':')+1:], capacity, refillPerSec, cost)
+}
+
+func TestLimitsRegistration(t *testing.T) {
+	p, err := pace.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := []httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP())}
+	if m, err := httplimit.New(limits, instrument.Limits(nil)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Fatalf("nil registerer: %v, %v", m, err)
+	}
+	reg := prometheus.NewRegistry()
+	route := func(name string) prometheus.Registerer {
+		return prometheus.WrapRegistererWith(prometheus.Labels{"route": name}, reg)
+	}
+	if _, err := httplimit.New(limits, instrument.Limits(route("token"))); err != nil {
+		t.Fatal(err)
+	}
+	var already prometheus.AlreadyRegisteredError
+	if m, err := httplimit.New(limits, instrument.Limits(route("token"))); m != nil || !errors.As(err, &already) {
+		t.Fatalf("second Middleware with the same labels: %v, %v; want AlreadyRegisteredError", m, err)
+	}
+	if _, err := httplimit.New(limits, instrument.Limits(route("api"))); err != nil {
+		t.Fatalf("with a distinguishing label: %v", err)
+	}
+	// An invalid configuration registers nothing.
+	reg = prometheus.NewRegistry()
+	if _, err := httplimit.New([]httplimit.Limit{httplimit.Pace(nil, httplimit.ClientIP())}, instrument.Limits(reg)); err == nil {
+		t.Fatal("nil pace accepted")
+	}
+	if mfs, _ := reg.Gather(); len(mfs) != 0 {
+		t.Fatalf("a failed New registered %d metrics", len(mfs))
+	}
+}

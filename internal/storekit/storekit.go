@@ -1,0 +1,60 @@
+// Package storekit holds what the Redis and PostgreSQL stores share in
+// implementing pace.Store's Take: the grant a take reports, derived from
+// what the server read and decided.
+package storekit
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ratepace/pace"
+)
+
+// ErrDisagree reports a server-side take whose decision differs from
+// pace.TakeAll on the state it read: a bug, never a limit.
+var ErrDisagree = errors.New("storekit: the server's take and pace.TakeAll disagree")
+
+// Grant derives the outcome of a take from what the server's script or
+// function read (tats, the arrival times before the decision; now, its
+// clock; gen, the key's reorder count) and whether it took, with the Go
+// arithmetic the server mirrors: pace.TakeAll for the decision, the wait
+// and the new arrival times, pace.RemainingAll for Remaining and Reset.
+// len(tats) must equal len(shapes). It returns ErrDisagree when TakeAll
+// does not reach the server's decision.
+func Grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen uint64, took bool) (pace.Grant, error) {
+	var next [pace.MaxShapes]time.Duration
+	n := len(shapes)
+	wait, ok := pace.TakeAll(shapes, tats, next[:n], now)
+	if ok != took {
+		return pace.Grant{}, ErrDisagree
+	}
+	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
+	g := pace.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
+	if ok {
+		g.Receipt = pace.Receipt{At: now, Gen: gen, Reserved: next}
+	}
+	return g, nil
+}
+
+// NewGen returns the reorder count of a key that a take creates: a random
+// number below 2^52, so that it differs from every count the key had in an
+// earlier life (odds of a collision about k/2^52 for a key that had k
+// reorders), and so that a Lua script's doubles hold it and the counts
+// after it exactly.
+func NewGen() uint64 { return rand.Uint64() >> 12 }
+
+// CheckShapes reports an error wrapping pace.ErrInvalidArgument unless
+// there are 1 to pace.MaxShapes shapes, none of them the zero Bucket.
+func CheckShapes(shapes []pace.Bucket) error {
+	if len(shapes) < 1 || len(shapes) > pace.MaxShapes {
+		return fmt.Errorf("%w: %d shapes; want 1 to %d", pace.ErrInvalidArgument, len(shapes), pace.MaxShapes)
+	}
+	for i, b := range shapes {
+		if b.Tolerance() <= 0 {
+			return fmt.Errorf("%w: shape %d is the zero Bucket", pace.ErrInvalidArgument, i)
+		}
+	}
+	return nil
+}

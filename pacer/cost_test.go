@@ -1,0 +1,112 @@
+package pacer
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// stepClock is a Clock that moves only when told to; the code that uses
+// it never calls Wait, so After is never used.
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time { return c.now }
+
+func (c *stepClock) After(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+
+// busyPacer returns a Pacer that has observed n of its own calls, one every
+// window/n, the last at c's time: the window (an hour) holds n of its
+// calls and as many of the others'. report is what every response says.
+func busyPacer(c *stepClock, n int) (p *Pacer, report Signal) {
+	const window = time.Hour
+	p = New(WithClock(c), WithSeed(1), WithWindow(window))
+	report = Signal{Limit: int64(4 * n), Used: int64(2 * n), HasUsed: true}
+	step := window / time.Duration(n)
+	c.now = c.now.Add(-window)
+	for i := 0; i < n; i++ {
+		c.now = c.now.Add(step)
+		p.Observe(report)
+	}
+	return p, report
+}
+
+// BenchmarkReserveObserve measures one decision and one observation with
+// n of the Pacer's own calls in its window (the window keeps n: one call
+// leaves it for every call made), and reports the heap the Pacer holds
+// (heap-B).
+func BenchmarkReserveObserve(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("own=%d/serial", n), func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			c := &stepClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+			p, report := busyPacer(c, n)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			step := time.Hour / time.Duration(n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c.now = c.now.Add(step)
+				p.Reserve()
+				p.Observe(report)
+			}
+			b.StopTimer()
+			if got := ownInWindow(p); got < n*99/100 || got > n*101/100 {
+				b.Fatalf("%d own calls in the window; want %d", got, n)
+			}
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "heap-B")
+			runtime.KeepAlive(p)
+		})
+	}
+}
+
+// Issue 8, point 5: the Pacer kept an entry per own call for a whole
+// window (and one per call in flight for a quarter of it), so that with a
+// one-day window its memory grew all day. It must not grow with the calls
+// in the window, whether their responses are observed or not.
+func TestMemoryDoesNotGrowWithCallsInWindow(t *testing.T) {
+	const window = 24 * time.Hour
+	for _, observe := range []bool{true, false} {
+		c := &stepClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+		p := New(WithClock(c), WithSeed(1), WithWindow(window))
+		report := Signal{Limit: 1 << 30, Used: 1 << 20, HasUsed: true, Window: window}
+		p.Observe(report)
+		call := func() {
+			// A caller that keeps to its slots, one second apart at least.
+			c.now = c.now.Add(time.Second + p.Reserve())
+			if observe {
+				p.Observe(report)
+			}
+		}
+		for i := 0; i < 1000; i++ {
+			call()
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const calls = 2000 // all within the window
+		for i := 0; i < calls; i++ {
+			call()
+		}
+		runtime.ReadMemStats(&after)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+			t.Fatalf("observe=%v: %d more calls in the window allocated %d bytes; want no growth", observe, calls, grew)
+		}
+		if observe {
+			if got := ownInWindow(p); got < 3000 {
+				t.Fatalf("%d own calls in the window; want 3000: the test measures nothing", got)
+			}
+		}
+	}
+}
+
+// ownInWindow returns how many of p's own calls are in its window. (On
+// the code before the ring, which kept a slice, this was len(p.own): the
+// benchmark runs on both with that one line changed.)
+func ownInWindow(p *Pacer) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int(p.own.counted() + 0.5)
+}

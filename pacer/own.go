@@ -1,0 +1,230 @@
+package pacer
+
+import "time"
+
+const (
+	// ownBuckets is the resolution of a Pacer's record of its own calls:
+	// buckets of W/ownBuckets.
+	ownBuckets = 256
+	// ownRing is the number of buckets kept: the window straddles
+	// ownBuckets+1 of them, and one more is the one being reused.
+	ownRing = ownBuckets + 2
+	// lostAfter: a call in flight for W/lostAfter will never be observed
+	// (its response was lost, or its caller never reported it).
+	lostAfter = 4
+)
+
+// own is a client's record of its own calls, on a ring of buckets W/256
+// wide that covers the last window, so that its memory and the time of
+// every operation are fixed whatever the number of calls:
+//
+//   - the calls the server counted, by the time of their response, for as
+//     long as they stay in the server's window. A bucket keeps how many,
+//     the first and the last exactly: two calls per bucket are exact, more
+//     are taken as spread evenly between the first and the last. Buckets
+//     keep a running total, so that "how many by t" is one lookup.
+//   - the calls sent and not yet observed, by their slot, for at most
+//     W/4, after which they are taken for lost.
+//
+// The zero value is empty; sync lays it out for a window. It is owned by
+// one Pacer and used under its lock.
+type own struct {
+	ring   [ownRing]bucket
+	window time.Duration // the window the ring is laid out for; zero before sync
+	width  time.Duration // of a bucket
+	origin time.Time     // start of bucket 0
+	now    time.Time     // the latest sync
+	newest int64         // the bucket holding now
+	lost   int64         // buckets before this one hold no call in flight
+	total  int64         // counted calls recorded since the layout
+	flying int64         // calls in flight
+}
+
+type bucket struct {
+	before int64         // counted calls recorded in the buckets before this one
+	n      int64         // counted calls in this bucket
+	lo, hi time.Duration // the first and the last of them, from origin
+	flying int64         // calls in flight whose slot is in this bucket
+}
+
+// sync brings the ring to now, a time no earlier than the previous sync,
+// laying it out again if the window changed.
+func (o *own) sync(now time.Time, window time.Duration) {
+	if window != o.window {
+		o.layout(now, window)
+		return
+	}
+	o.now = now
+	o.dropLost()
+	k := o.index(now)
+	if k <= o.newest {
+		return
+	}
+	if k-o.newest >= ownRing {
+		// A window or more went by: everything recorded has left it.
+		o.ring = [ownRing]bucket{}
+		for i := range o.ring {
+			o.ring[i].before = o.total
+		}
+		o.flying = 0
+	} else {
+		// The buckets reused are older than the window, and than
+		// lostAfter: dropLost has emptied them of calls in flight.
+		for j := o.newest + 1; j <= k; j++ {
+			*o.at(j) = bucket{before: o.total}
+		}
+	}
+	o.newest = k
+}
+
+// dropLost forgets the calls in flight since before now − W/lostAfter.
+func (o *own) dropLost() {
+	cut := o.index(o.now.Add(-o.window / lostAfter))
+	for j := max(o.lost, o.oldest()); j < cut && j <= o.newest; j++ {
+		b := o.at(j)
+		o.flying -= b.flying
+		b.flying = 0
+	}
+	o.lost = max(o.lost, cut)
+}
+
+// layout lays the ring out for window at now, carrying over what it
+// holds: counted calls within the new window, and calls in flight that
+// are not lost (each at the start of its old bucket).
+func (o *own) layout(now time.Time, window time.Duration) {
+	old := *o
+	*o = own{window: window, width: max(window/ownBuckets, 1), origin: now, now: now}
+	o.lost = o.index(now.Add(-window / lostAfter))
+	if old.window == 0 {
+		return
+	}
+	gone := now.Add(-window)
+	put := func(t time.Time, n int64) {
+		if n <= 0 || !t.After(gone) {
+			return
+		}
+		b := o.at(o.clamp(o.index(t)))
+		off := t.Sub(o.origin)
+		if b.n == 0 || off < b.lo {
+			b.lo = off
+		}
+		if b.n == 0 || off > b.hi {
+			b.hi = off
+		}
+		b.n += n
+	}
+	for j := old.oldest(); j <= old.newest; j++ {
+		b := old.at(j)
+		lo, hi := old.origin.Add(b.lo), old.origin.Add(b.hi)
+		put(lo, min(b.n, 1))
+		put(lo.Add(hi.Sub(lo)/2), max(b.n-2, 0))
+		put(hi, min(b.n-1, 1))
+		if k := o.index(old.origin.Add(time.Duration(j) * old.width)); b.flying > 0 && k >= o.lost {
+			o.at(o.clamp(k)).flying += b.flying
+			o.flying += b.flying
+		}
+	}
+	for j := o.oldest(); j <= o.newest; j++ {
+		b := o.at(j)
+		b.before = o.total
+		o.total += b.n
+	}
+}
+
+// count records a call the server counted, answered at the latest sync.
+func (o *own) count() {
+	b := o.at(o.newest)
+	off := o.now.Sub(o.origin)
+	if b.n == 0 {
+		b.lo = off
+	}
+	b.hi = off
+	b.n++
+	o.total++
+}
+
+// counted returns how many counted calls are within the window at the
+// latest sync.
+func (o *own) counted() float64 {
+	return float64(o.total) - o.upTo(o.now.Add(-o.window))
+}
+
+// countedBy returns how many of the counted calls within the window at
+// the latest sync were answered at or before t.
+func (o *own) countedBy(t time.Time) float64 {
+	return max(0, o.upTo(t)-o.upTo(o.now.Add(-o.window)))
+}
+
+// upTo returns how many counted calls were answered at or before t.
+func (o *own) upTo(t time.Time) float64 {
+	k := o.index(t)
+	if k > o.newest {
+		return float64(o.total)
+	}
+	if k < o.oldest() {
+		return float64(o.at(o.oldest()).before)
+	}
+	b := o.at(k)
+	n := float64(b.before)
+	switch off := t.Sub(o.origin); {
+	case b.n == 0 || off < b.lo:
+		return n
+	case off >= b.hi:
+		return n + float64(b.n)
+	default: // the first is in, the last is not, those between pro rata
+		return n + 1 + float64(b.n-2)*float64(off-b.lo)/float64(b.hi-b.lo)
+	}
+}
+
+// fly records a call sent at slot, at or before the latest sync, and not
+// yet observed.
+func (o *own) fly(slot time.Time) {
+	k := o.index(slot)
+	if k < o.lost || k < o.oldest() {
+		return
+	}
+	o.at(min(k, o.newest)).flying++
+	o.flying++
+}
+
+// land forgets the call in flight sent first, and reports whether there
+// was one.
+func (o *own) land() bool {
+	if o.flying == 0 {
+		return false
+	}
+	for j := max(o.lost, o.oldest()); j <= o.newest; j++ {
+		if b := o.at(j); b.flying > 0 {
+			b.flying--
+			o.flying--
+			return true
+		}
+	}
+	return false
+}
+
+// index returns the bucket holding t (0 before the first sync).
+func (o *own) index(t time.Time) int64 {
+	if o.width == 0 {
+		return 0
+	}
+	d := t.Sub(o.origin)
+	k := d / o.width
+	if d%o.width < 0 {
+		k--
+	}
+	return int64(k)
+}
+
+// at returns bucket j, which must be within the ring.
+func (o *own) at(j int64) *bucket {
+	i := j % ownRing
+	if i < 0 {
+		i += ownRing
+	}
+	return &o.ring[i]
+}
+
+func (o *own) oldest() int64 { return o.newest - ownRing + 1 }
+
+func (o *own) clamp(k int64) int64 { return min(max(k, o.oldest()), o.newest) }

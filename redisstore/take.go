@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
+	"github.com/redis/go-redis/v9"
+)
+
+// maxBatch is the most keys one script call of TakeMany decides, so that a
+// large batch does not hold the server (which runs one script at a time)
+// for more than about a millisecond.
+const maxBatch = 256
+
+// Take takes one take of every shape at key, all or nothing, in one script
+// call at the server's time; see pace.Store.Take. The script decides with
+// the arithmetic of pace.TakeAll on the key's arrival times, to the
+// nanosecond, and returns what it read, from which Take reports the Grant
+// with pace.TakeAll and pace.RemainingAll. The key expires when every shape
+// is full again.
+func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	var out [1]pace.Grant
+	if err := s.takeMany(ctx, "Take", []string{key}, shapes, out[:]); err != nil {
+		return pace.Grant{}, err
+	}
+	return out[0], nil
+}
+
+// TakeMany is Take for several keys with the same shapes, in one round trip;
+// see pace.Store.TakeMany. On a single server (a *redis.Client) one script
+// call decides up to 256 keys at once; on a Cluster or a Ring the keys that
+// share a hash tag go to one script call, and the calls (one per key, unless
+// the prefix holds a tag of its own) are sent as one pipeline. Each key is
+// decided atomically on its own, all at one reading of the clock per call.
+// keys may repeat: each occurrence takes. A backend error fails the whole
+// call and leaves out undefined, though some keys may have been taken.
+func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	if len(out) != len(keys) {
+		return fmt.Errorf("%w: redisstore: TakeMany with %d keys and %d grants", pace.ErrInvalidArgument, len(keys), len(out))
+	}
+	return s.takeMany(ctx, "TakeMany", keys, shapes, out)
+}
+
+// takeBatch is the keys of one script call of takeMany: their Redis keys
+// and their indices in the caller's slices.
+type takeBatch struct {
+	keys []string
+	at   []int
+	cmd  *redis.Cmd
+}
+
+func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := storekit.CheckShapes(shapes); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := pace.ValidateKey(k); err != nil {
+			return err
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 4+4*len(shapes))
+	args = append(args, len(shapes))
+	for _, b := range shapes {
+		is, in := split(b.Interval())
+		ts, tn := split(b.Tolerance())
+		args = append(args, is, in, ts, tn)
+	}
+	args = s.withNow(append(args, storekit.NewGen())...)
+
+	batches := s.batches(keys)
+	if len(batches) == 1 {
+		b := &batches[0]
+		b.cmd = takeScript.Run(ctx, s.client, b.keys, args...)
+	} else if err := s.pipeline(ctx, takeScript, batches, args); err != nil {
+		return failed(op, err)
+	}
+	for _, b := range batches {
+		if err := readTakes(b, shapes, out); err != nil {
+			return failed(op, err)
+		}
+	}
+	return nil
+}
+
+// batches splits keys into script calls: on a single server, runs of up to
+// maxBatch keys; on a Cluster or a Ring, the keys of each hash tag (one
+// Redis node), in runs of up to maxBatch.
+func (s *Store) batches(keys []string) []takeBatch {
+	_, single := s.client.(*redis.Client)
+	var open map[string]int // on a Cluster or a Ring: hash tag -> its batch being filled
+	if !single && len(keys) > 1 {
+		open = map[string]int{}
+	}
+	var bs []takeBatch
+	for i, k := range keys {
+		rk := s.keys.key(k, nsTake)
+		tag := ""
+		if open != nil {
+			tag = hashTagOf(rk)
+		}
+		j, ok := open[tag]
+		if open == nil {
+			j, ok = len(bs)-1, len(bs) > 0
+		}
+		if !ok || len(bs[j].keys) == maxBatch {
+			j = len(bs)
+			bs = append(bs, takeBatch{})
+			if open != nil {
+				open[tag] = j
+			}
+		}
+		bs[j].keys = append(bs[j].keys, rk)
+		bs[j].at = append(bs[j].at, i)
+	}
+	return bs
+}
+
+// pipeline sends one call of script per batch with EVALSHA, in one round
+// trip (per node, on a Cluster or a Ring), and sends again with EVAL, in a
+// second round trip, the calls a node answered NOSCRIPT (its script cache
+// was flushed or it restarted). It leaves each batch's reply in its cmd.
+func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBatch, args []any) error {
+	pipe := s.client.Pipeline()
+	for i := range bs {
+		bs[i].cmd = script.EvalSha(ctx, pipe, bs[i].keys, args...)
+	}
+	if _, err := pipe.Exec(ctx); err == nil {
+		return nil
+	}
+	pipe = s.client.Pipeline()
+	again := 0
+	for i := range bs {
+		if err := bs[i].cmd.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
+			bs[i].cmd = script.Eval(ctx, pipe, bs[i].keys, args...)
+			again++
+		}
+	}
+	if again > 0 {
+		_, _ = pipe.Exec(ctx) // each cmd keeps its own error, read by the caller
+	}
+	return nil
+}
+
+// readTakes turns the reply of one call of takeScript into grants.
+func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
+	res, err := b.cmd.Int64Slice()
+	if err != nil {
+		return err
+	}
+	n := len(shapes)
+	if len(res) != 2+len(b.keys)*(2+2*n) {
+		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+	}
+	now := time.Duration(res[0])*time.Second + time.Duration(res[1])
+	var tats [pace.MaxShapes]time.Duration
+	for j, i := range b.at {
+		r := res[2+j*(2+2*n):]
+		for k := range n {
+			tats[k] = time.Duration(r[2+2*k])*time.Second + time.Duration(r[3+2*k])
+		}
+		g, err := storekit.Grant(shapes, tats[:n], now, uint64(r[1]), r[0] == 1)
+		if err != nil {
+			return err
+		}
+		out[i] = g
+	}
+	return nil
+}
+
+// Refund gives back the take that r describes, in one script call at the
+// server's time; see pace.Store.Refund. The script is pace.RefundAll on the
+// key's arrival times, exact while the key's reorder count still equals
+// r.Gen (so that refunding the same receipt again gives nothing); a refund
+// that reorders raises the count. The zero Receipt, an absent key, a full
+// one, and a receipt taken before the key was last absent (full or deleted)
+// are left alone; a key that the refund leaves full is deleted.
+func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := storekit.CheckShapes(shapes); err != nil {
+		return err
+	}
+	if r == (pace.Receipt{}) {
+		return nil
+	}
+	as, an := split(r.At)
+	args := make([]any, 0, 6+4*len(shapes))
+	args = append(args, len(shapes), as, an, r.Gen)
+	for i, b := range shapes {
+		is, in := split(b.Interval())
+		rs, rn := split(r.Reserved[i])
+		args = append(args, is, in, rs, rn)
+	}
+	if err := refundScript.Run(ctx, s.client, []string{s.keys.key(key, nsTake)}, s.withNow(args...)...).Err(); err != nil {
+		return failed("Refund", err)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts of Take, TakeMany and Refund keep, at the key's ":t" key, the
+// state of a key limited by several bucket shapes at once, packed as
+// little-endian doubles:
+//
+//	gen, born, then tat_s, tat_ns (one pair per shape, in the order of the shapes)
+//
+// gen is the key's reorder count (pace.Receipt.Gen): it starts, for a new
+// key, at a random number below 2^52 that the caller draws, kept as born,
+// and grows by one for each refund that reorders; it stays far below 2^53,
+// where a double is exact. The receipts of the key since it was created
+// therefore hold a Gen in [born, gen]; one outside was taken before the key
+// was last absent (full or deleted), and a refund of it gives nothing
+// (unless the random starts of two lives of a key land within a few counts
+// of each other: odds about k/2^52 for a key with k reorders). Instants are (seconds, nanoseconds) pairs of Unix time, as in the
+// bucket script.
+//
+// A key whose every arrival time is not after now is full, and full is
+// absent: both scripts treat it so, and the key expires at its latest
+// arrival time.
+
+// luaPairs defines the arithmetic on (seconds, nanoseconds) pairs, each
+// part an integer held exactly by a double, the nanoseconds in [0, 1e9),
+// and the state's load and store.
+const luaPairs = `
+-- Each helper is written out in full rather than calling the others: a Lua
+-- call costs more than the comparison it would save.
+local function add(a_s, a_ns, b_s, b_ns)
+  local s, ns = a_s + b_s, a_ns + b_ns
+  if ns >= 1e9 then return s + 1, ns - 1e9 end
+  return s, ns
+end
+local function sub(a_s, a_ns, b_s, b_ns)
+  local s, ns = a_s - b_s, a_ns - b_ns
+  if ns < 0 then return s - 1, ns + 1e9 end
+  return s, ns
+end
+local function before(a_s, a_ns, b_s, b_ns) return a_s < b_s or (a_s == b_s and a_ns < b_ns) end
+local function later(a_s, a_ns, b_s, b_ns)
+  if a_s < b_s or (a_s == b_s and a_ns < b_ns) then return b_s, b_ns end
+  return a_s, a_ns
+end
+local function earlier(a_s, a_ns, b_s, b_ns)
+  if a_s < b_s or (a_s == b_s and a_ns < b_ns) then return a_s, a_ns end
+  return b_s, b_ns
+end
+
+-- A state is one flat array, as stored: st[1] the gen, st[2] born, and
+-- shape i's arrival time at st[1 + 2i], st[2 + 2i].
+
+-- load returns the state at key, or nil when the key is absent or full at
+-- now.
+local function load(key, now_s, now_ns)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  local count = #v / 8
+  local st = {struct.unpack('<' .. string.rep('d', count), v)}
+  st[count + 1] = nil -- unpack's next position
+  for i = 3, count, 2 do
+    if before(now_s, now_ns, st[i], st[i + 1]) then return st end
+  end
+  return nil
+end
+
+-- store writes st at key to expire at its latest arrival time, or deletes
+-- the key when that is not after now (every shape full).
+local function store(key, st, now_s, now_ns)
+  local last_s, last_ns = now_s, now_ns
+  for i = 3, #st, 2 do
+    last_s, last_ns = later(last_s, last_ns, st[i], st[i + 1])
+  end
+  if not before(now_s, now_ns, last_s, last_ns) then
+    redis.call('DEL', key)
+    return
+  end
+  local packed = struct.pack('<' .. string.rep('d', #st), unpack(st))
+  redis.call('SET', key, packed, 'PXAT', pxat(last_s, last_ns))
+end
+`
+
+// takeScript is pace.TakeAll on the state of every key of KEYS, one key
+// after the other, at one reading of the clock: all of a key's shapes or
+// none. A shape the key has no arrival time for is full.
+//
+// ARGV: n (shapes), then per shape interval (s, ns) and tolerance (s, ns),
+// then the gen of a key created by this call, then [now (s, ns)].
+// Returns now (s, ns), then per key: 1 when taken else 0, the key's gen
+// before the take, and the n arrival times (s, ns) it had before the
+// decision, from which the caller derives the grant (pace.TakeAll and
+// pace.RemainingAll on the same numbers).
+var takeScript = redis.NewScript(luaClock + luaPairs + `
+local n = tonumber(ARGV[1])
+local interval_s, interval_ns, tolerance_s, tolerance_ns = {}, {}, {}, {}
+for i = 1, n do
+  local a = 2 + 4 * (i - 1)
+  interval_s[i], interval_ns[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  tolerance_s[i], tolerance_ns[i] = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+end
+local new_gen = tonumber(ARGV[2 + 4 * n])
+local now_s, now_ns = now(3 + 4 * n)
+
+local out = {now_s, now_ns}
+local at = 2 -- where the reply of the next key starts: taken, gen, then its arrival times
+local next_tat = {}
+for k = 1, #KEYS do
+  local st = load(KEYS[k], now_s, now_ns) or {new_gen, new_gen}
+  local taken = 1
+  out[at + 1], out[at + 2] = 0, st[1]
+  for i = 1, n do
+    local tat_s, tat_ns = st[1 + 2 * i] or now_s, st[2 + 2 * i] or now_ns
+    out[at + 1 + 2 * i], out[at + 2 + 2 * i] = tat_s, tat_ns
+    -- pace.Bucket.Take
+    local base_s, base_ns = later(tat_s, tat_ns, now_s, now_ns)
+    local ahead_s, ahead_ns = sub(base_s, base_ns, now_s, now_ns)
+    local debt_s, debt_ns = add(ahead_s, ahead_ns, interval_s[i], interval_ns[i])
+    if before(tolerance_s[i], tolerance_ns[i], debt_s, debt_ns) then
+      taken = 0
+    end
+    next_tat[2 * i - 1], next_tat[2 * i] = add(base_s, base_ns, interval_s[i], interval_ns[i])
+  end
+  out[at + 1] = taken
+  if taken == 1 then
+    for i = 1, 2 * n do st[2 + i] = next_tat[i] end
+    store(KEYS[k], st, now_s, now_ns)
+  end
+  at = at + 2 + 2 * n
+end
+return out
+`)
+
+// refundScript is pace.RefundAll of one receipt on the state at KEYS[1],
+// with the rule of pace.Buckets: the refund is intact while the key's gen
+// still equals the receipt's (so that a second refund of the same receipt
+// gives nothing); one that reorders raises the gen. An absent (or full)
+// key, and a receipt from before the key was created, are left alone.
+//
+// ARGV: n (shapes), the receipt's At (s, ns) and Gen, then per shape
+// interval (s, ns) and Reserved (s, ns), then [now (s, ns)].
+// Returns 1 when the refund gave anything back, else 0.
+var refundScript = redis.NewScript(luaClock + luaPairs + `
+local n = tonumber(ARGV[1])
+local taken_s, taken_ns, receipt_gen = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now_s, now_ns = now(5 + 4 * n)
+local st = load(KEYS[1], now_s, now_ns)
+if not st then return 0 end
+if receipt_gen < st[2] or receipt_gen > st[1] then
+  return 0 -- taken before the key was last absent
+end
+local intact = st[1] == receipt_gen
+
+for i = (#st - 2) / 2 + 1, n do -- a shape the key holds no arrival time for is full
+  st[1 + 2 * i], st[2 + 2 * i] = now_s, now_ns
+end
+local gave, reordered = false, false
+for i = 1, n do
+  local a = 5 + 4 * (i - 1)
+  local interval_s, interval_ns = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local reserved_s, reserved_ns = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local tat_s, tat_ns = st[1 + 2 * i], st[2 + 2 * i]
+  -- pace.Bucket.Refund
+  local end_s, end_ns = add(taken_s, taken_ns, interval_s, interval_ns)
+  local again = false
+  if intact then
+    again = before(tat_s, tat_ns, reserved_s, reserved_ns) and before(now_s, now_ns, reserved_s, reserved_ns)
+    end_s, end_ns = reserved_s, reserved_ns
+  end
+  local give_s, give_ns = 0, 0
+  if not again and before(now_s, now_ns, end_s, end_ns) then
+    give_s, give_ns = earlier(interval_s, interval_ns, sub(end_s, end_ns, now_s, now_ns))
+  end
+  if give_s > 0 or give_ns > 0 then
+    gave = true
+    reordered = reordered or not intact or tat_s ~= reserved_s or tat_ns ~= reserved_ns
+    local next_s, next_ns = sub(tat_s, tat_ns, give_s, give_ns)
+    st[1 + 2 * i], st[2 + 2 * i] = later(next_s, next_ns, now_s, now_ns)
+  end
+end
+if not gave then return 0 end
+if reordered then
+  st[1] = st[1] + 1
+end
+store(KEYS[1], st, now_s, now_ns)
+return 1
+`)
