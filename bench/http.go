@@ -7,7 +7,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/httprate"
-	"github.com/sethvargo/go-limiter/httplimit"
+	"github.com/ratepace/pace/httplimit"
+	gohttplimit "github.com/sethvargo/go-limiter/httplimit"
 	golimiter "github.com/sethvargo/go-limiter/memorystore"
 )
 
@@ -15,15 +16,26 @@ import (
 // can use: a request is made for each before the timer.
 const HTTPKeys = 10_000
 
-// HTTP returns the net/http middlewares under comparison, each keyed by the
-// client's IP address (from the connection, not from a header) and around
-// an empty handler, and the empty handler alone ("bare").
-//
-// Pace's own middleware (package httplimit, ClientIP key, one Pace limit)
-// is the one entry still missing: add it first in the list once it exists,
-// and the benchmarks and the report compare the others with it.
+// HTTP returns the net/http middlewares under comparison, pace's first,
+// each keyed by the client's IP address (from the connection, not from a
+// header) and around an empty handler, and the empty handler alone ("bare").
 func HTTP() []Impl {
 	return []Impl{
+		{Name: "pace", Title: "pace httplimit", Module: "github.com/ratepace/pace",
+			Setup: "httplimit.New([]Limit{httplimit.Pace(pace.New(rate), httplimit.ClientIP())}), default fields",
+			New: func(l Limit) (Decider, error) {
+				p, err := newPace(l)
+				if err != nil {
+					return nil, err
+				}
+				return newHTTPDecider(func(next http.Handler) (http.Handler, error) {
+					m, err := httplimit.New([]httplimit.Limit{httplimit.Pace(p.(paceDecider).p, httplimit.ClientIP())})
+					if err != nil {
+						return nil, err
+					}
+					return m.Wrap(next), nil
+				})
+			}},
 		{Name: "bare", Title: "no middleware", Module: "net/http", Baseline: true,
 			Setup: "the empty handler alone",
 			New: func(Limit) (Decider, error) {
@@ -44,7 +56,7 @@ func HTTP() []Impl {
 					return nil, err
 				}
 				d, err := newHTTPDecider(func(next http.Handler) (http.Handler, error) {
-					m, err := httplimit.NewMiddleware(s, httplimit.IPKeyFunc())
+					m, err := gohttplimit.NewMiddleware(s, gohttplimit.IPKeyFunc())
 					if err != nil {
 						return nil, err
 					}
@@ -76,9 +88,7 @@ type httpDecider struct {
 }
 
 func newHTTPDecider(wrap func(http.Handler) (http.Handler, error)) (*httpDecider, error) {
-	h, err := wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.(*countingWriter).reached = true
-	}))
+	h, err := wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached(w) }))
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +133,22 @@ func (d *httpDecider) Close() error {
 		return d.close()
 	}
 	return nil
+}
+
+// reached marks the countingWriter under w, unwrapping the writers that
+// middlewares put around it, as http.ResponseController does.
+func reached(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *countingWriter:
+			x.reached = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic(fmt.Sprintf("bench: the handler got a %T, which does not unwrap to the benchmark's writer", w))
+		}
+	}
 }
 
 // countingWriter is a ResponseWriter that keeps only the status code and

@@ -84,7 +84,7 @@ func (d *document) markdown() []byte {
 	p("\n## HTTP middleware\n\n")
 	httpImpls := bench.HTTP()
 	ref := httpImpls[0].Name
-	p("Each middleware around an empty handler, keyed by the IP address of the connection, against the empty handler alone (`bare`); a request is made for each client before the timer. ")
+	p("Each middleware around an empty handler, keyed by the IP address of the connection, against the empty handler alone (`bare`), each with the response fields it sets by default; a request is made for each client before the timer. ")
 	if ref == "bare" {
 		p("Pace's own middleware (package `httplimit`: `ClientIP` key, one `Pace` limit) is not in this comparison yet: it is one entry in `bench.HTTP`, first in the list, once the package exists, and this table then gives ratios to it. Until then the cells are ratios to `bare`.\n\n")
 	} else {
@@ -104,6 +104,9 @@ func (d *document) markdown() []byte {
 	} else {
 		p("It did not show in the benchmarks of this run (on 2 cores it shows in some runs of the hot key, parallel, admit path).\n")
 	}
+	p("- **go-limiter refills a fraction of the tokens.** At each new interval its memory store sets a spent bucket to min(Tokens, ticks × Interval/Tokens) tokens (its fill rate is nanoseconds per token, used as tokens per tick), not to Tokens: whenever Tokens exceeds the square root of the Interval in nanoseconds (31,622 per second, 244,948 per minute) a key gets back only a fraction of its allowance. ")
+	p("`TestGoLimiterRefillsIntervalOverTokens` reproduces it: 100,000 tokens per 50 ms come back as 500 per interval elapsed. ")
+	p("The admit path here asks for 10⁹ per second, so once a key's first second has passed about half of go-limiter's decisions are refusals and the benchmark fails; the cells marked *fails* or *failed in N runs* are that.\n")
 
 	p("\n## Reproduce\n\n```sh\n")
 	p("go run ./bench/cmd/report                 # this page and its chart (-count, -benchtime, -redis ADDR|off)\n")
