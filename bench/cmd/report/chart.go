@@ -72,7 +72,7 @@ func (d *document) chart() []byte {
 		chartWidth, height, chartWidth, height)
 	p(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	p(`<text x="10" y="20" font-size="15" font-weight="bold">Time per decision, as a multiple of pace's (median of %s; log scale)</text>`+"\n", runsOf(d.rec.Count))
-	p(`<text x="10" y="38" fill="#555">Right of 1×: the peer takes longer than pace. %s</text>`+"\n", html.EscapeString(d.rec.Machine.CPU+", "+fmt.Sprint(d.rec.Machine.Cores)+" cores, "+d.rec.Machine.GoVersion))
+	p(`<text x="10" y="38" fill="#555">Right of 1×: the peer takes longer than pace; left: it is faster. %s</text>`+"\n", html.EscapeString(d.rec.Machine.CPU+", "+fmt.Sprint(d.rec.Machine.Cores)+" cores, "+d.rec.Machine.GoVersion))
 	// Grid lines and their labels, at every power of two.
 	plotBottom := height - 30
 	for e := minExp; e <= maxExp; e++ {
@@ -95,9 +95,9 @@ func (d *document) chart() []byte {
 			by := y + i*(barHeight+barGap)
 			c := t.cells[g][impl.Name]
 			if c == nil || c.ratio == 0 {
-				text := "—"
+				text := "not run" // a path the library cannot take (see the page)
 				if c != nil && len(c.failures) > 0 {
-					text = "fails"
+					text = "fails (see the page)"
 				}
 				p(`<text x="%.1f" y="%d" dominant-baseline="middle" fill="#888">%s</text>`+"\n", x(1)+4, by+barHeight/2, text)
 				continue
