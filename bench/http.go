@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/go-chi/httprate"
+	"github.com/ratepace/pace/httplimit"
+	gohttplimit "github.com/sethvargo/go-limiter/httplimit"
+	golimiter "github.com/sethvargo/go-limiter/memorystore"
+)
+
+// HTTPKeys is the number of distinct client addresses the HTTP benchmarks
+// can use: a request is made for each before the timer.
+const HTTPKeys = 10_000
+
+// HTTP returns the net/http middlewares under comparison, pace's first,
+// each keyed by the client's IP address (from the connection, not from a
+// header) and around an empty handler, and the empty handler alone ("bare").
+func HTTP() []Impl {
+	return []Impl{
+		{Name: "pace", Title: "pace httplimit", Module: "github.com/ratepace/pace",
+			Setup: "httplimit.New([]Limit{httplimit.Pace(pace.New(rate), httplimit.ClientIP())}), default fields",
+			New: func(l Limit) (Decider, error) {
+				p, err := newPace(l)
+				if err != nil {
+					return nil, err
+				}
+				return newHTTPDecider(func(next http.Handler) (http.Handler, error) {
+					m, err := httplimit.New([]httplimit.Limit{httplimit.Pace(p.(paceDecider).p, httplimit.ClientIP())})
+					if err != nil {
+						return nil, err
+					}
+					return m.Wrap(next), nil
+				})
+			}},
+		{Name: "bare", Title: "no middleware", Module: "net/http", Baseline: true,
+			Setup: "the empty handler alone",
+			New: func(Limit) (Decider, error) {
+				return newHTTPDecider(func(next http.Handler) (http.Handler, error) { return next, nil })
+			}},
+		{Name: "httprate", Title: "go-chi/httprate", Module: "github.com/go-chi/httprate",
+			Setup: "httprate.LimitBy(burst, burst/rate, the connection's IP), default headers",
+			New: func(l Limit) (Decider, error) {
+				return newHTTPDecider(func(next http.Handler) (http.Handler, error) {
+					return httprate.LimitBy(l.Burst, l.Period(), remoteIP)(next), nil
+				})
+			}},
+		{Name: "golimiter", Title: "sethvargo/go-limiter", Module: "github.com/sethvargo/go-limiter",
+			Setup: "httplimit.NewMiddleware(memorystore, httplimit.IPKeyFunc())",
+			New: func(l Limit) (Decider, error) {
+				s, err := golimiter.New(&golimiter.Config{Tokens: uint64(l.Burst), Interval: l.Period()})
+				if err != nil {
+					return nil, err
+				}
+				d, err := newHTTPDecider(func(next http.Handler) (http.Handler, error) {
+					m, err := gohttplimit.NewMiddleware(s, gohttplimit.IPKeyFunc())
+					if err != nil {
+						return nil, err
+					}
+					return m.Handle(next), nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				d.close = func() error { return s.Close(context.Background()) }
+				return d, nil
+			}},
+	}
+}
+
+// remoteIP is the key of the httprate middleware: the IP address of the
+// connection.
+func remoteIP(r *http.Request) (string, error) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	return ip, err
+}
+
+// httpDecider serves one prepared request per key through a middleware
+// around an empty handler; a decision admitted is a request that reached
+// the handler.
+type httpDecider struct {
+	h     http.Handler
+	reqs  map[string]*http.Request // Key(i) to a request from 10.x.y.z
+	close func() error
+}
+
+func newHTTPDecider(wrap func(http.Handler) (http.Handler, error)) (*httpDecider, error) {
+	h, err := wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached(w) }))
+	if err != nil {
+		return nil, err
+	}
+	reqs := make(map[string]*http.Request, HTTPKeys)
+	for i := range HTTPKeys {
+		r, err := http.NewRequest(http.MethodGet, "/", nil)
+		if err != nil {
+			return nil, err
+		}
+		r.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:40000", i>>16, (i>>8)&0xff, i&0xff)
+		reqs[Key(i)] = r
+	}
+	return &httpDecider{h: h, reqs: reqs}, nil
+}
+
+// Allow serves key's request with a writer of its own.
+func (d *httpDecider) Allow(key string) (bool, error) { return d.Worker()(key) }
+
+// Worker returns a function that serves requests with one writer, reused:
+// one goroutine's.
+func (d *httpDecider) Worker() func(string) (bool, error) {
+	w := &countingWriter{h: make(http.Header)}
+	return func(key string) (bool, error) {
+		r := d.reqs[key]
+		if r == nil {
+			return false, fmt.Errorf("bench: no request prepared for key %q", key)
+		}
+		w.reached, w.code = false, 0
+		d.h.ServeHTTP(w, r)
+		switch {
+		case w.reached:
+			return true, nil
+		case w.code == http.StatusTooManyRequests:
+			return false, nil
+		}
+		return false, fmt.Errorf("bench: the middleware answered %d", w.code)
+	}
+}
+
+func (d *httpDecider) Close() error {
+	if d.close != nil {
+		return d.close()
+	}
+	return nil
+}
+
+// reached marks the countingWriter under w, unwrapping the writers that
+// middlewares put around it, as http.ResponseController does.
+func reached(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *countingWriter:
+			x.reached = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic(fmt.Sprintf("bench: the handler got a %T, which does not unwrap to the benchmark's writer", w))
+		}
+	}
+}
+
+// countingWriter is a ResponseWriter that keeps only the status code and
+// whether the handler was reached. Its header map is reused: middlewares
+// set the same few fields every time.
+type countingWriter struct {
+	h       http.Header
+	code    int
+	reached bool
+}
+
+func (w *countingWriter) Header() http.Header         { return w.h }
+func (w *countingWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *countingWriter) WriteHeader(code int)        { w.code = code }
