@@ -36,13 +36,16 @@ func BenchmarkRedis(b *testing.B) {
 // redisClient returns a client of $PACE_REDIS_ADDR (default
 // 127.0.0.1:6379). It skips the benchmark when that server is unreachable,
 // unless $CI or $PACE_REDIS_ADDR is set: then it fails.
-func redisClient(tb testing.TB) *redis.Client {
+func redisClient(tb testing.TB) *redis.Client { return redisClientPool(tb, 2*redisCallers) }
+
+// redisClientPool is redisClient with a pool of poolSize connections.
+func redisClientPool(tb testing.TB, poolSize int) *redis.Client {
 	tb.Helper()
 	addr := os.Getenv("PACE_REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 2 * redisCallers})
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: poolSize})
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		c.Close()
 		msg := "redis at " + addr + " unreachable: " + err.Error()

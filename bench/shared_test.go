@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/pgstore"
+	"github.com/ratepace/pace/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// sharedKeys is the number of keys of the Shared benchmarks: every decision
+// admitted, each key a few times a second at most, so that each decision
+// is a round trip's worth of work for the store.
+const sharedKeys = 10_000
+
+// callers runs b.N decisions on callers goroutines, caller i walking the
+// keys in the benchmark order from its own offset, and reports decisions/s.
+// A refusal or an error fails the benchmark: every decision must admit.
+func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context, key string) (bool, error)) {
+	b.Helper()
+	order := Order(len(keys))
+	ctx := context.Background()
+	var (
+		next   atomic.Int64
+		failed atomic.Value
+		wg     sync.WaitGroup
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for c := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c * len(order) / n; next.Add(1) <= int64(b.N); i++ {
+				ok, err := decide(ctx, keys[order[i%len(order)]])
+				if err != nil || !ok {
+					failed.CompareAndSwap(nil, fmt.Sprintf("decision: %v, %v; want admitted", ok, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if f := failed.Load(); f != nil {
+		b.Fatal(f)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+}
+
+// BenchmarkSharedRedis compares pace.Shared.Reserve on Redis (redisstore)
+// with redis_rate's Allow on the same server and client, 10,000 keys, every
+// decision admitted, with 1, 16 and 64 concurrent callers. Shared sends the
+// decisions that arrive while a round trip is in flight together in the
+// next (one script call for many keys); redis_rate makes one call each.
+// impl=shared_rt2 is Shared with WithRoundTrips(2).
+// Besides decisions/s it reports srv-µs/op, the server's script time per
+// decision (INFO commandstats; meaningful on a server that runs nothing
+// else), and decisions/call.
+func BenchmarkSharedRedis(b *testing.B) {
+	c := redisClientPool(b, 128) // no caller waits for a connection
+	limit, err := redisRateLimit(Admit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	shared := func(opts ...pace.SharedOption) func(b *testing.B, n int) {
+		return func(b *testing.B, n int) {
+			p, err := pace.NewShared(redisstore.New(c, redisstore.WithPrefix(newNamespace())), Admit.Rate, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := mustKeys(b, "", sharedKeys)
+			measured(b, c, func() { callers(b, n, keys, p.Allow) })
+		}
+	}
+	impls := []struct {
+		name string
+		run  func(b *testing.B, n int)
+	}{
+		{"shared", shared()},
+		{"shared_rt2", shared(pace.WithRoundTrips(2))},
+		{"redis_rate", func(b *testing.B, n int) {
+			lim := redis_rate.NewLimiter(c)
+			keys := mustKeys(b, newNamespace(), sharedKeys)
+			measured(b, c, func() {
+				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
+					res, err := lim.Allow(ctx, key, limit)
+					return err == nil && res.Allowed > 0, err
+				})
+			})
+		}},
+	}
+	for _, n := range []int{1, 16, 64} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("callers=%d/impl=%s", n, impl.name), func(b *testing.B) { impl.run(b, n) })
+		}
+	}
+}
+
+// measured runs f and reports the server's script time per decision and
+// the decisions per script call.
+func measured(b *testing.B, c *redis.Client, f func()) {
+	b.Helper()
+	usec0, calls0 := scriptStats(b, c)
+	f()
+	usec, calls := scriptStats(b, c)
+	b.ReportMetric(float64(usec-usec0)/float64(b.N), "srv-µs/op")
+	if calls > calls0 {
+		b.ReportMetric(float64(b.N)/float64(calls-calls0), "decisions/call")
+	}
+}
+
+func mustKeys(b *testing.B, ns string, n int) []string {
+	b.Helper()
+	keys, err := Keys(ns, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return keys
+}
+
+// BenchmarkSharedHotKey measures the store calls a hot key under attack
+// costs: 64 callers decide on one key of 10 events a second, almost every
+// decision refused. It reports calls/refusal, the script calls the server
+// counted (INFO commandstats) per refused decision, after the first burst
+// (which the benchmark spends before its timer starts).
+func BenchmarkSharedHotKey(b *testing.B) {
+	c := redisClientPool(b, 128)
+	p, err := pace.NewShared(redisstore.New(c, redisstore.WithPrefix(newNamespace())), 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for {
+		ok, err := p.Allow(ctx, "hot")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !ok {
+			break // spent: the local tier knows it from here on
+		}
+	}
+	var refused, admitted atomic.Int64
+	_, calls0 := scriptStats(b, c)
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				ok, err := p.Allow(ctx, "hot")
+				switch {
+				case err != nil:
+					b.Error(err)
+					return
+				case ok:
+					admitted.Add(1)
+				default:
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	_, calls := scriptStats(b, c)
+	if r := refused.Load(); r > 0 {
+		b.ReportMetric(float64(calls-calls0)/float64(r), "calls/refusal")
+	}
+	b.ReportMetric(float64(admitted.Load()), "admitted")
+}
+
+// BenchmarkSharedPostgres compares pace.Shared.Reserve on PostgreSQL
+// (pgstore) with SELECT 1 through the same pool of 16 connections, 10,000
+// keys, every decision admitted, with 1 and 16 concurrent callers: SELECT 1
+// is the floor of any call through that pool.
+func BenchmarkSharedPostgres(b *testing.B) {
+	pool := postgresPool(b, 16)
+	ctx := context.Background()
+	schema := "bench_" + newNamespace()[1:13]
+	b.Cleanup(func() {
+		pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	s, err := pgstore.New(ctx, pool, pgstore.WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("callers=%d/impl=shared", n), func(b *testing.B) {
+			p, err := pace.NewShared(s, Admit.Rate)
+			if err != nil {
+				b.Fatal(err)
+			}
+			callers(b, n, mustKeys(b, newNamespace(), sharedKeys), p.Allow)
+		})
+		b.Run(fmt.Sprintf("callers=%d/impl=select1", n), func(b *testing.B) {
+			callers(b, n, mustKeys(b, "", sharedKeys), func(ctx context.Context, _ string) (bool, error) {
+				_, err := pool.Exec(ctx, "SELECT 1")
+				return err == nil, err
+			})
+		})
+	}
+}
+
+// postgresPool returns a pool of conns connections to $PACE_POSTGRES_URL
+// (default postgres://postgres@127.0.0.1:5432/test). It skips the benchmark
+// when the server is unreachable, unless $CI or $PACE_POSTGRES_URL is set:
+// then it fails.
+func postgresPool(tb testing.TB, conns int32) *pgxpool.Pool {
+	tb.Helper()
+	url := os.Getenv("PACE_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.MaxConns, cfg.MinConns = conns, conns
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		msg := "postgres unreachable: " + err.Error()
+		if os.Getenv("CI") != "" || os.Getenv("PACE_POSTGRES_URL") != "" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
