@@ -50,7 +50,7 @@ func NewBucket(capacity, perSecond, cost float64) (Bucket, error) {
 	}
 	perToken := float64(time.Second) / perSecond // nanoseconds to refill one token
 	if cost == 0 {
-		tol := math.Ceil(capacity * perToken)
+		tol := max(1, math.Ceil(capacity*perToken)) // a free take always fits a full bucket
 		if tol > float64(maxTolerance) {
 			return Bucket{}, invalid("capacity %v at %v per second takes longer than %v to refill", capacity, perSecond, maxTolerance)
 		}
@@ -100,44 +100,47 @@ func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool)
 // (later takes by others are theirs, not this take's to give back), so the
 // takes that are kept never exceed the shape's rate and capacity in any
 // window, whatever the order and timing of refunds. Where the take's refill
-// ends depends on what was given back since it was made:
+// ends depends on what was given back since it was made: a refund of a take
+// that was not the bucket's latest moves every later take's place earlier by
+// at most what it gave back. shifted is the total such refunds have given
+// back since this take was made (negative when unknown), so the take's refill
+// ends no earlier than reserved − shifted, nor than one interval after taken.
+// Refund gives back the part of the take after now, from the latest such
+// end: with shifted 0 (no out-of-order refund since) exactly its own
+// unrefilled part, all of it while it lies wholly ahead (at once, say),
+// nothing once the bucket has refilled past it; otherwise never more than
+// exact, and all of it at once.
 //
-//   - intact reports that no take of this bucket has been given back out of
-//     order (reordered, below) since this one was made. Then the take's refill
-//     still ends at reserved, and Refund gives back its part after now: all of
-//     it while it lies wholly ahead (at once, say), nothing once the bucket
-//     has refilled past it. This is exact.
-//   - Otherwise an earlier take given back since may have moved this one's
-//     place earlier by an amount the bucket cannot know; Refund assumes the
-//     earliest place it can have, starting at taken, and gives back only what
-//     is left of one interval after taken. At once that is still all of it;
-//     later it may be less than exact, never more.
-//
-// A take that is intact and still ahead of now always has tat ≥ reserved, so
-// an intact refund finding tat below reserved is a second refund of the same
-// take, and gives nothing. The result is never before now (never above full);
-// full reports whether the bucket is full, so its row can be dropped.
-// reordered reports whether the refund gave back a take that was not the
-// latest: later takes may have moved, and the caller must treat every take of
-// this bucket outstanding now as not intact from here on.
-func (b Bucket) Refund(tat, taken, reserved, now time.Duration, intact bool) (next time.Duration, full, reordered bool) {
+// A take that nothing has shifted and that is still ahead of now always has
+// tat ≥ reserved, so such a refund finding tat below reserved is a second
+// refund of the same take, and gives nothing. The result is never before now
+// (never above full); full reports whether the bucket is full, so its row can
+// be dropped. reorder is what the caller must add to the bucket's total of
+// out-of-order refunds (the shifted of every take outstanding now): zero when
+// the take given back was the latest, or nothing was given.
+func (b Bucket) Refund(tat, taken, reserved, now, shifted time.Duration) (next time.Duration, full bool, reorder time.Duration) {
 	end := taken + b.interval // the earliest the take's refill can end
-	if intact {
+	switch {
+	case shifted == 0:
 		if tat < reserved && reserved > now {
-			return tat, tat <= now, false // given back already
+			return tat, tat <= now, 0 // given back already
 		}
 		end = reserved
+	case shifted > 0 && reserved-shifted > end:
+		end = reserved - shifted
 	}
 	give := min(b.interval, max(end-now, 0))
 	if give == 0 {
-		return tat, tat <= now, false
+		return tat, tat <= now, 0
 	}
-	reordered = !intact || tat != reserved
+	if shifted != 0 || tat != reserved {
+		reorder = give
+	}
 	next = tat - give
 	if next <= now {
-		return now, true, reordered
+		return now, true, reorder
 	}
-	return next, false, reordered
+	return next, false, reorder
 }
 
 // Remaining reports how many whole takes still fit at now in a bucket whose
@@ -188,14 +191,14 @@ func RemainingAll(shapes []Bucket, tats []time.Duration, now time.Duration) (rem
 
 // RefundAll gives back, at now, the take that receipt r describes, shape by
 // shape with Refund, to a key whose arrival times are tats, writing the new
-// ones to next. intact reports that the key's reorder count still equals
-// r.Gen. reordered reports whether any shape's refund reordered (the key's
-// reorder count must then be raised), and full whether every shape is full.
-func RefundAll(shapes []Bucket, tats, next []time.Duration, r Receipt, now time.Duration, intact bool) (full, reordered bool) {
+// ones to next. shifted is as for Refund, for the key. full reports whether
+// every shape is full, and reorder what to add to the key's total of
+// out-of-order refunds (the largest of the shapes').
+func RefundAll(shapes []Bucket, tats, next []time.Duration, r Receipt, now, shifted time.Duration) (full bool, reorder time.Duration) {
 	full = true
 	for i, b := range shapes {
-		n, f, re := b.Refund(tats[i], r.At, r.Reserved[i], now, intact)
-		next[i], full, reordered = n, full && f, reordered || re
+		n, f, re := b.Refund(tats[i], r.At, r.Reserved[i], now, shifted)
+		next[i], full, reorder = n, full && f, max(reorder, re)
 	}
-	return full, reordered
+	return full, reorder
 }

@@ -35,10 +35,11 @@ import (
 //
 // A full bucket is indistinguishable from an absent one, so it is not kept: a
 // reservation returned on a new key leaves no row, and a sweep (see Buckets)
-// forgets every key that has not taken for one horizon (one second at paces
-// of one per second or more, 1/N seconds below). Memory is bounded by the
-// keys that took within the last horizon, at most twice that many rows, each
-// of 16 to 64 bytes whatever the key's length.
+// forgets a key within two horizons of its last take (one horizon is one
+// second at paces of one per second or more, 1/N seconds below: the time its
+// bucket takes to refill). Memory is bounded by the keys that took within the
+// last two horizons, at most twice that many rows, each of 16 to 64 bytes
+// whatever the key's length.
 //
 // The pace is per process. N replicas behind a balancer give a client up to
 // N × the pace; for a limit shared by many processes use a Store on Redis or
@@ -106,6 +107,20 @@ func (p *Pace) Allow(key string) bool {
 	return r.d > 0
 }
 
+// Debit counts one event of key that has already happened, whether or not
+// it fits, and reports whether it did: for an event admitted without a take
+// (one decided by Peek, whose take was left for after the answer) that can
+// no longer be refused. One that does not fit puts the bucket into debt, up
+// to about 73 years: Reserve, Allow and Peek refuse the key until the pace
+// has repaid it, so the key's events stay within the pace over time. A debit
+// cannot be given back, and is not reported to the Observer.
+func (p *Pace) Debit(key string) bool {
+	now := p.t.now()
+	debt := Bucket{interval: p.b.interval, tolerance: maxTolerance}
+	tat, _, _, ok := p.t.take(p.t.hash(key), debt, now)
+	return ok && time.Duration(tat-now) <= p.b.tolerance
+}
+
 // Peek reports whether one event would fit key's bucket now, without
 // debiting anything, and when it would not, the time until it would. It is
 // the cheap first step of deciding after a slow check: Peek, refuse at once
@@ -124,7 +139,10 @@ func (p *Pace) Peek(key string) (ok bool, retryAfter time.Duration) {
 // last looked at.
 func (p *Pace) Len() int { return p.t.Len() }
 
-// Rate reports the pace in events per second per key, as given to New.
+// Rate reports the pace enforced, in events per second per key: one event
+// every ceil(1e9/perSecond) nanoseconds, which is the perSecond given to New
+// up to that rounding (never faster; at paces near MaxRate the rounding is
+// large: 3e8 is enforced as 2.5e8).
 func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interval) }
 
 // Burst reports the capacity of each key's bucket in whole events:
@@ -136,10 +154,9 @@ func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
 //
 // A Reservation must not be copied: go vet's copylocks check reports copies.
 // Return disarms the variable it is called on, not its copies. A second
-// Return through a copy is caught, and gives nothing, while no reservation of
-// the same shard has been returned out of order since the first (always when
-// the first gave back the key's latest event and nothing was returned
-// since); otherwise it may give the event back twice, so never copy one.
+// Return through a copy is often caught and gives nothing, but not always (a
+// later take can stand exactly where the copied event stood), and then gives
+// the event back twice: never copy one.
 type Reservation struct {
 	_   noCopy
 	p   *Pace
@@ -149,7 +166,7 @@ type Reservation struct {
 	// d < 0: refused, and -d is the wait until one event fits;
 	// d = 0: the zero Reservation, or one already returned.
 	d   int64
-	gen uint64 // the shard's reorder count before the take (see Bucket.Refund)
+	gen uint64 // the shard's out-of-order total before the take (see Buckets.refund)
 }
 
 // noCopy makes go vet's copylocks check report copies of the struct that
@@ -232,7 +249,7 @@ func newConfig(opts []Option) config {
 // WithClock makes the Pace (or Buckets) read time from now instead of the
 // monotonic clock, for tests and simulations. now is called once per decision
 // and must be safe for concurrent use; readings are taken relative to the
-// first one, and clamped to about ±146 years of it. A reading earlier than a
+// first one, and clamped to about ±73 years of it. A reading earlier than a
 // previous one is tolerated: on a key that has a row it can only make the
 // decision stricter; a key whose row was dropped (its bucket had refilled by
 // a later reading) is full again. The default reads time.Since of a

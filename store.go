@@ -70,6 +70,14 @@ type Store interface {
 	// further activity; callers should call RefreshSlot periodically on
 	// long-lived holders to prevent the counter from expiring underfoot.
 	//
+	// The counter is one number per key with one expiry, not a lease per
+	// holder: an acquire or a refresh by any holder sets the expiry of the
+	// whole counter to now + ttl. A slot whose holder died without
+	// ReleaseSlot (a crashed process) is freed only when the whole counter
+	// expires, that is ttl after the last acquire or refresh of the key by
+	// anyone; while other holders of the key keep refreshing it, it stays
+	// counted.
+	//
 	// current is the post-decision counter value; on rejection it is the
 	// unchanged counter, which may exceed limit if a caller lowered the
 	// limit below the slots already held.

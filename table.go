@@ -54,12 +54,13 @@ const (
 type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
-	// reorders counts, twice each, the refunds that gave back a take that
-	// was not its bucket's latest (see Bucket.Refund): it is odd while such a
-	// refund swaps its slot, even otherwise, and a take outstanding since an
-	// earlier count is no longer intact. Written under mu.
-	reorders atomic.Uint64
-	_        [40]byte // keep the read-mostly words apart from the written ones
+	// shifted is twice the total, in nanoseconds, that refunds of takes that
+	// were not their bucket's latest have given back (see Bucket.Refund),
+	// plus one while such a refund swaps its slot: a take's refill can have
+	// moved earlier by at most the growth of this total since the take.
+	// Written under mu; it may wrap.
+	shifted atomic.Uint64
+	_       [40]byte // keep the read-mostly words apart from the written ones
 
 	mu    sync.Mutex
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
@@ -114,9 +115,10 @@ func (t *Buckets) now() int64 {
 }
 
 // maxNow bounds a reading of an injected clock: arrival times (now plus at
-// most maxTolerance) and sweep deadlines stay far from overflowing, and from
-// the slot values moved and deleted, whatever the clock says.
-const maxNow = 1 << 62
+// most maxTolerance) and their distance to any other reading (at most
+// 2 × maxNow + maxTolerance < 2⁶³) stay far from overflowing, and from the
+// slot values moved and deleted, whatever the clock says.
+const maxNow = 1 << 61
 
 func (t *Buckets) clamped() int64 {
 	return min(max(int64(t.clock().Sub(t.epoch)), -maxNow), maxNow)
@@ -196,7 +198,7 @@ func (t *Buckets) widen(b Bucket) {
 }
 
 // take decides one take of shape b for the key hashed to h at now. When ok,
-// tat is the new arrival time and gen the shard's reorder count before the
+// tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
 // nothing was written.
 func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint64, ok bool) {
@@ -205,11 +207,11 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 		t.trySweep(sh, now)
 	}
 	for {
-		// Read before and after the swap: a take that overlapped a
-		// reordering refund's swap (the count odd, or moved) records an
-		// odd count, which is never intact, since it may have been
-		// decided on the refunded state yet counted before the refund.
-		gen = sh.reorders.Load()
+		// Read before and after the swap: a take that overlapped an
+		// out-of-order refund's swap (the total odd, or moved) records an
+		// odd total, for which how far it moved is unknown, since it may
+		// have been decided on the refunded state yet counted before it.
+		gen = sh.shifted.Load()
 		if s := sh.find(h); s != nil {
 			v := s.Load()
 			if v > deleted {
@@ -236,11 +238,11 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 	}
 }
 
-// settled returns the reorder count a take that read gen before its swap
-// records: gen when no reordering refund overlapped the take, else an odd
-// count, never intact.
+// settled returns the out-of-order total a take that read gen before its
+// swap records: gen when no out-of-order refund overlapped the take, else an
+// odd total, which refund reads as unknown.
 func settled(sh *shard, gen uint64) uint64 {
-	if sh.reorders.Load() != gen {
+	if sh.shifted.Load() != gen {
 		return gen | 1
 	}
 	return gen
@@ -267,12 +269,12 @@ func (t *Buckets) peek(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 }
 
 // refund gives back, at now, the take of shape b decided at taken that moved
-// the bucket hashed to h to reserved, when the shard's reorder count was gen
-// (see Bucket.Refund), and drops the row if that leaves the bucket full. It
-// reports whether anything was given back.
+// the bucket hashed to h to reserved, when the shard's out-of-order total was
+// gen (see Bucket.Refund), and drops the row if that leaves the bucket full.
+// It reports whether anything was given back.
 //
-// Refunds run under the shard lock, so each one sees the reorder count left
-// by every refund before it; takes stay lock-free and race only on the slot.
+// Refunds run under the shard lock, so each one sees the total left by every
+// refund before it; takes stay lock-free and race only on the slot.
 func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
@@ -281,8 +283,11 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 	if s == nil {
 		return false
 	}
-	intact := sh.reorders.Load() == gen // even: only mu holders change it
-	if !intact && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
+	shifted := time.Duration(-1) // unknown: the take overlapped a refund's swap
+	if d := (sh.shifted.Load() - gen) / 2; gen&1 == 0 && d <= math.MaxInt64 {
+		shifted = time.Duration(d) // even under mu: only mu holders change it
+	}
+	if shifted != 0 && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
 		return false // given back already, through a copy
 	}
 	for {
@@ -290,12 +295,12 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		if v == deleted {
 			return false
 		}
-		next, full, reordered := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), intact)
+		next, full, reorder := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), shifted)
 		if int64(next) == v && !full {
-			return false // nothing to give back: reordered is false too
+			return false // nothing to give back: reorder is 0 too
 		}
-		if reordered {
-			sh.reorders.Add(1) // odd: takes overlapping the swap are not intact
+		if reorder > 0 {
+			sh.shifted.Add(1) // odd: takes overlapping the swap do not know their place
 		}
 		var done bool
 		if full {
@@ -303,13 +308,17 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		} else {
 			done = s.CompareAndSwap(v, int64(next))
 		}
-		if reordered {
-			sh.reorders.Add(1)
+		if reorder > 0 {
+			if done {
+				sh.shifted.Add(2*uint64(reorder) - 1)
+			} else {
+				sh.shifted.Add(1) // even again; one nanosecond too many only makes later refunds stricter
+			}
 		}
 		if !done {
 			continue // a take moved the slot: decide again
 		}
-		if reordered && gen&1 == 0 {
+		if reorder > 0 && gen&1 == 0 {
 			sh.last = takeID{h, taken, reserved, gen}
 		}
 		return int64(next) != v
@@ -317,7 +326,7 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 }
 
 // takeID identifies an admitted take to the copy check of refund. Takes of
-// one key with one even reorder count form a stack with distinct arrival
+// one key with one even out-of-order total form a stack with distinct arrival
 // times, so no other outstanding take has the same.
 type takeID struct {
 	key             uint64

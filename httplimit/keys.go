@@ -59,6 +59,7 @@ var (
 	errBadBasic       = badRequest("malformed HTTP Basic credentials")
 	errBadClientID    = badRequest("the client id is not validly URL-encoded")
 	errManyClientIDs  = badRequest("client_id appears more than once in the form")
+	errTwoClientIDs   = badRequest("HTTP Basic credentials and the client_id form field name different clients")
 	errBadForm        = badRequest("malformed application/x-www-form-urlencoded body")
 	errBodyRead       = badRequest("the request body could not be read")
 	errBodyTooLarge   = &KeyError{Status: http.StatusRequestEntityTooLarge, Reason: "the request body is larger than the bound for reading a client id"}
@@ -109,7 +110,13 @@ const DefaultMaxFormBody = 64 << 10
 // request (RFC 6749, section 2.3.1): the user name of HTTP Basic credentials
 // when the request has them (URL-decoded, as the RFC requires clients to
 // encode it), and otherwise the client_id field of an
-// application/x-www-form-urlencoded body.
+// application/x-www-form-urlencoded body. The body is read only for POST,
+// PUT and PATCH, the methods whose form body net/http's ParseForm reads, so
+// the key is the client id the handler sees (a GET or DELETE with a form
+// body has none). A request that carries both, naming different clients, is
+// a *KeyError answered 400: RFC 6749 section 2.3 allows one authentication
+// method per request, and the key must be the client the handler
+// authenticates, whichever of the two it reads.
 //
 // Reading the body does not consume it: the handler still reads the whole
 // body, or calls ParseForm, as if nothing had read it. A body above
@@ -117,8 +124,11 @@ const DefaultMaxFormBody = 64 << 10
 // ClientIDMaxBody for another bound); no client id, an empty one, one longer
 // than MaxKeyLen, a client_id given twice, malformed credentials or a
 // malformed form are *KeyErrors answered 400. Put ClientID's limit after
-// the cheap ones (ClientIP) so that a flood is refused before its bodies are
-// read.
+// the cheap ones (ClientIP) so that a flood is refused before its
+// presentations are checked. A request refused by an earlier limit still
+// has its body read, within the bound, when ClientID keys a Pace limit: the
+// decision looks at that limit's wait so that Retry-After admits (see
+// Limiter.Decide).
 func ClientID() KeyFunc { return clientID(DefaultMaxFormBody) }
 
 // ClientIDMaxBody is ClientID with a bound of maxBytes on the body it reads.
@@ -133,6 +143,7 @@ func ClientIDMaxBody(maxBytes int64) (KeyFunc, error) {
 
 func clientID(maxBody int64) KeyFunc {
 	return func(r *http.Request) (string, error) {
+		basic, hasBasic := "", false
 		if auth := r.Header.Get("Authorization"); len(auth) >= 6 && strings.EqualFold(auth[:6], "Basic ") {
 			user, _, ok := r.BasicAuth()
 			if !ok {
@@ -142,10 +153,10 @@ func clientID(maxBody int64) KeyFunc {
 			if err != nil {
 				return "", errBadClientID
 			}
-			return checkKey(id)
+			basic, hasBasic = id, true
 		}
 		form := r.PostForm
-		if form == nil {
+		if form == nil && formMethod(r.Method) {
 			var err error
 			if form, err = peekForm(r, maxBody); err != nil {
 				return "", err
@@ -153,13 +164,24 @@ func clientID(maxBody int64) KeyFunc {
 		}
 		ids := form["client_id"]
 		switch {
-		case len(ids) == 0:
-			return "", errNoClientID
 		case len(ids) > 1:
 			return "", errManyClientIDs
+		case hasBasic && len(ids) == 1 && ids[0] != basic:
+			return "", errTwoClientIDs
+		case hasBasic:
+			return checkKey(basic)
+		case len(ids) == 0:
+			return "", errNoClientID
 		}
 		return checkKey(ids[0])
 	}
+}
+
+// formMethod reports whether net/http's ParseForm reads the body of a
+// request of this method (POST, PUT, PATCH): ClientID reads the form the
+// handler will see, and no other.
+func formMethod(m string) bool {
+	return m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch
 }
 
 // checkKey returns key, or the error for an empty or overlong one.
@@ -352,12 +374,16 @@ func (c *ipConfig) isTrusted(a netip.Addr) bool {
 
 // key is the KeyFunc.
 func (c *ipConfig) key(r *http.Request) (string, error) {
-	peer, ok := parseRemote(r.RemoteAddr)
+	peer, hostPort, ok := parseRemote(r.RemoteAddr)
 	if !ok {
 		return "", errRemoteNotIP
 	}
 	if len(c.trusted) == 0 || !c.isTrusted(peer) {
-		return c.format(peer, r.RemoteAddr), nil
+		raw := ""
+		if hostPort {
+			raw = r.RemoteAddr
+		}
+		return c.format(peer, raw), nil
 	}
 	client, err := c.fromHeaders(r.Header, peer)
 	if err != nil {
@@ -403,8 +429,10 @@ func (c *ipConfig) fromHeaders(h http.Header, peer netip.Addr) (netip.Addr, erro
 }
 
 // format returns the key of client a: the address, or for IPv6 its group.
-// raw is the connection's "host:port" string when a came from it: an IPv4
-// peer's key is then a substring of it, which costs no allocation.
+// raw is the connection's "host:port" string when a came from it, parsed
+// as host and port (never a bare host, whose last colon may be inside an
+// IPv4-mapped IPv6 address): an IPv4 peer's key is then a substring of it,
+// which costs no allocation.
 func (c *ipConfig) format(a netip.Addr, raw string) string {
 	if a.Is4() {
 		if i := strings.LastIndexByte(raw, ':'); i > 0 && raw[0] != '[' {
@@ -419,15 +447,16 @@ func (c *ipConfig) format(a netip.Addr, raw string) string {
 }
 
 // parseRemote parses a connection address ("host:port", or a bare host),
-// dropping the zone and unmapping IPv4-mapped IPv6.
-func parseRemote(s string) (netip.Addr, bool) {
+// dropping the zone and unmapping IPv4-mapped IPv6; hostPort reports
+// whether s was "host:port".
+func parseRemote(s string) (a netip.Addr, hostPort, ok bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return normal(ap.Addr()), true
+		return normal(ap.Addr()), true, true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		return normal(a), true
+		return normal(a), false, true
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, false, false
 }
 
 // normal drops a's zone and reads an IPv4-mapped IPv6 address as IPv4, so

@@ -29,7 +29,9 @@ var kindNames = [...]string{kindPace: "pace", kindBucket: "bucket", kindSlots: "
 // concurrent Slots in a Store, each counted per key. Build it with Pace,
 // Bucket or Slots; the zero Limit is rejected by New. A Limit is a small
 // value, validated by New, and may be given to several Middlewares (they
-// then share its pace or store).
+// then share its pace or store). Within one Middleware, each Pace limit
+// needs its own *pace.Pace: a Pace keeps one table of keys, so New rejects
+// one *pace.Pace in two limits.
 type Limit struct {
 	kind     kind
 	key      KeyFunc
@@ -82,9 +84,16 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...L
 // request's key in s (Store.AcquireSlot) while the handler runs: acquired
 // before it, released when it returns, and refreshed every ttl/3 while it
 // is still running (a long download, a stream of server-sent events, a
-// WebSocket served by the handler's goroutine), so that the slots of a
-// replica that crashed expire with their ttl instead of leaking. limit must
-// be at least 1 and ttl above zero.
+// WebSocket served by the handler's goroutine). limit must be at least 1
+// and ttl above zero.
+//
+// A key's slots are one counter in the Store with one expiry, not a lease
+// per request: every acquire and refresh of the key moves the expiry of all
+// its slots. The slots a crashed replica held are freed when the key has
+// seen no acquire or refresh for ttl, that is ttl after its last request
+// anywhere ends; while any replica serves a request of the key, they stay
+// counted and the key has fewer slots. Choose a ttl short enough for that
+// (a refresh costs a Store call every ttl/3 per running request).
 //
 // The key in the store is prefixed as for Bucket. A refusal is a 429 with a
 // Retry-After of one second, since no one knows when a slot will free. A
@@ -145,15 +154,21 @@ func ReturnOn(status ...int) LimitOption {
 //     taken, so there is nothing to give back);
 //  3. after a successful verification the handler calls Verified(w, r),
 //     which takes the event atomically; if it no longer fits (others took
-//     it in between), Verified writes the refusal and returns false.
+//     it in between), Verified gives back the request's Pace events, writes
+//     the refusal and returns false. The request's Bucket tokens, taken
+//     before the handler, stay spent: a Bucket bounds every presentation,
+//     verified or not, and cannot be given back yet.
 //
 // If the handler never calls Verified, its status says whether the
 // presentation was accepted: an error (400 and above) or one of the limit's
 // ReturnOn statuses takes nothing, as does Return; any other status takes
-// the event when the handler returns. The pace then still holds over time,
-// but a request admitted by the look can no longer be refused, so under
-// concurrency a key may get more than its pace at one instant. Call
-// Verified.
+// the event when the handler returns, whether or not it still fits
+// (pace.Pace.Debit): a served request counts, and one over the pace puts the
+// key's bucket into debt, refused until the pace has repaid it. The pace
+// then holds over time, but a request admitted by the look can no longer be
+// refused, so a key may get, at one instant, its pace plus every request
+// admitted by a look while others were in flight, and then nothing until the
+// debt is repaid. Call Verified.
 //
 // Choose it over reserve-then-return (ReturnOn alone) when verification is
 // slow; for fast checks, reserve-then-return is simpler and exact at every

@@ -16,9 +16,11 @@ import (
 // Limits are decided in the order given, except that those that cannot be
 // given back (Bucket) are decided after those that can; the first refusal
 // stops the decision and gives back what the earlier limits took, so a
-// refused request spends nothing (but of a Bucket decided before another
-// Bucket that refused). A Limiter is safe for concurrent use by multiple
-// goroutines; each request has its own Ticket.
+// refused request spends nothing, but of its Bucket tokens when a later
+// Bucket refused or when Ticket.Verify refused (a Bucket is decided before
+// the handler verifies, so that it bounds every presentation, forged ones
+// included, and cannot be given back yet). A Limiter is safe for
+// concurrent use by multiple goroutines; each request has its own Ticket.
 type Limiter struct {
 	limits []limit // in the order given to NewLimiter
 	order  []int   // decision order: indexes into limits
@@ -34,8 +36,10 @@ type Limiter struct {
 // (they may be nil): the caller gives the keys to Decide. The options that
 // concern HTTP answers (OnRefusal, OnKeyError, OnStoreError, LegacyHeaders)
 // are ignored too. The error wraps pace.ErrInvalidArgument when the list is
-// empty or a limit or an option is invalid (see the Limit constructors and
-// their options), or is the error of the WithObserver function.
+// empty, a limit or an option is invalid (see the Limit constructors and
+// their options), or two Pace limits have the same *pace.Pace (a Pace keeps
+// one table of keys, so a client id could then spend an address's pace);
+// or it is the error of the WithObserver function.
 func NewLimiter(limits []Limit, opts ...Option) (*Limiter, error) {
 	return newLimiter(limits, opts, false)
 }
@@ -50,6 +54,7 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 	}
 	l := &Limiter{cfg: cfg, limits: make([]limit, len(limits))}
 	seen := make(map[string]bool, len(limits))
+	paces := make(map[*pace.Pace]string, len(limits))
 	var policy []string
 	for i, lim := range limits {
 		c, err := compile(lim, i, needKey)
@@ -60,6 +65,12 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 			return nil, invalidf("two limits named %q", c.name)
 		}
 		seen[c.name] = true
+		if c.kind == kindPace {
+			if other, ok := paces[c.pace]; ok {
+				return nil, invalidf("limits %q and %q share one *pace.Pace, so their keys would share one table: give each its own", other, c.name)
+			}
+			paces[c.pace] = c.name
+		}
 		l.limits[i] = c
 		l.names = append(l.names, c.name)
 		if c.policy != "" {
@@ -214,7 +225,9 @@ type Ticket struct {
 // Decide decides one request: for each limit, in decision order, it asks
 // key for the limit's key (i is the index in the list given to
 // NewLimiter), then decides, stopping at the first refusal or error and
-// giving back what the earlier limits took. It returns and records the
+// giving back what the earlier limits took; after a refusal it also asks
+// for the keys of the Pace limits it did not reach, to look at their waits
+// (see Ticket.Refusal). It returns and records the
 // outcome in t, which it resets first: Admitted, Refused (Ticket.Refusal),
 // KeyFailed or StoreFailed (Ticket.Err). An empty key, or one longer than
 // MaxKeyLen, is a key error. Store calls use ctx.
@@ -232,7 +245,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 	} else {
 		t.holds = make([]hold, len(l.limits))
 	}
-	for _, i := range l.order {
+	for pos, i := range l.order {
 		lim, h := &l.limits[i], &t.holds[i]
 		k, err := key(i)
 		if err == nil {
@@ -245,14 +258,14 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		case kindPace:
 			if lim.afterVerify {
 				if ok, wait := lim.pace.Peek(k); !ok {
-					return t.refuse(ctx, i, wait, true)
+					return t.refuseAt(ctx, pos, wait, key)
 				}
 				h.state, h.key = holdPeeked, k
 				t.pending++
 				continue
 			}
 			if h.res = lim.pace.Reserve(k); !h.res.OK() {
-				return t.refuse(ctx, i, h.res.RetryAfter(), true)
+				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key)
 			}
 			h.state = holdTaken
 		case kindBucket:
@@ -261,7 +274,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuse(ctx, i, wait, true)
+				return t.refuseAt(ctx, pos, wait, key)
 			}
 			h.state = holdSpent
 		case kindSlots:
@@ -271,7 +284,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuse(ctx, i, slotRetryAfter, true)
+				return t.refuseAt(ctx, pos, slotRetryAfter, key)
 			}
 			h.state, h.key = holdSlot, sk
 		}
@@ -297,6 +310,36 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 	return Refused
 }
 
+// refuseAt records a refusal in Decide by the limit at position pos of the
+// decision order, waiting wait, as refuse does; then, so that waiting the
+// answer's Retry-After admits, it looks (Peek, taking nothing) at the Pace
+// limits the decision did not reach, and reports the one that would refuse
+// for longest, with its wait, when that is longer. Their keys are read for
+// this; one that cannot be read is skipped. The limits before pos fitted,
+// and Bucket and Slots limits cannot be looked at without taking.
+func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
+	l := t.l
+	i := l.order[pos]
+	t.refuse(ctx, i, wait, true)
+	for _, j := range l.order[pos+1:] {
+		lim := &l.limits[j]
+		if lim.kind != kindPace {
+			continue
+		}
+		k, err := key(j)
+		if err == nil {
+			k, err = checkKey(k)
+		}
+		if err != nil {
+			continue
+		}
+		if ok, w := lim.pace.Peek(k); !ok && w > t.wait {
+			t.failed, t.wait = int32(j), w
+		}
+	}
+	return Refused
+}
+
 // fail records an error of limit i and gives back what the ticket took.
 func (t *Ticket) fail(ctx context.Context, i int, o Outcome, err error) Outcome {
 	t.l.observe(i, o)
@@ -306,8 +349,16 @@ func (t *Ticket) fail(ctx context.Context, i int, o Outcome, err error) Outcome 
 }
 
 // undo gives back every returnable hold, and releases slots when release
-// is set.
+// is set. Slots are released with a context that the request's end does not
+// cancel (see releaseContext): a client that goes away mid-decision must
+// not leave its slot held until the ttl.
 func (t *Ticket) undo(ctx context.Context, release bool) {
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for j := len(t.l.order) - 1; j >= 0; j-- {
 		i := t.l.order[j]
 		switch h := &t.holds[i]; h.state {
@@ -317,6 +368,9 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 			h.state = holdNone
 		case holdSlot:
 			if release {
+				if cancel == nil {
+					ctx, cancel = releaseContext(ctx)
+				}
 				t.l.limits[i].store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 				h.state = holdNone
 				t.l.observe(i, Returned)
@@ -345,7 +399,11 @@ func (t *Ticket) Outcome() Outcome {
 
 // Refusal reports, after a refusal, the index and name of the limit that
 // refused and the time after the decision at which it would admit (one
-// second for Slots); otherwise -1, "" and 0.
+// second for Slots); otherwise -1, "" and 0. When a Pace limit the
+// decision did not reach would refuse for longer (Decide looks at them
+// after a refusal), it is that limit and its wait, so that waiting
+// retryAfter passes every Pace limit. Observer counts the refusal against
+// the limit that decided it.
 func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -369,9 +427,10 @@ func (t *Ticket) Err() (limit int, err error) {
 // Verify takes the events of the DecideAfterVerify limits, which Decide
 // only looked at: call it once the presentation is verified. It reports
 // whether every one fitted. If one no longer fits, Verify gives back
-// everything the ticket took (slots stay held until Finish), records the
-// refusal (Outcome, Refusal) and reports false: the request must be
-// refused. It reports true when there is nothing to take (no such limit,
+// everything the ticket took that can be given back (every Pace event; a
+// Bucket token, decided in Decide, stays spent, and slots stay held until
+// Finish), records the refusal (Outcome, Refusal) and reports false: the
+// request must be refused. It reports true when there is nothing to take (no such limit,
 // or Verify was already called and succeeded), and false after any outcome
 // but Admitted or after Finish. Under DryRun it decides and counts as usual
 // but always reports true.
@@ -426,6 +485,10 @@ func (t *Ticket) Return() {
 // handler never verified if status says the presentation was accepted
 // (below 400 and not one of their ReturnOn statuses), releases the slots
 // and stops their refresh. Only the first call does anything.
+//
+// An unverified event is taken whether or not it still fits (pace.Pace.Debit):
+// the request was served, so it counts, pushing the key's bucket into debt
+// if need be; the key is then refused until the pace has repaid it.
 func (t *Ticket) Finish(status int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -439,6 +502,12 @@ func (t *Ticket) Finish(status int) {
 	// After a refusal (by Verify, say) only slots are still held: release
 	// them whatever the outcome.
 	var ctx context.Context
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for i := range t.holds {
 		lim, h := &t.l.limits[i], &t.holds[i]
 		switch h.state {
@@ -449,21 +518,34 @@ func (t *Ticket) Finish(status int) {
 		case holdPeeked:
 			h.state = holdNone
 			if accepted(status) && !lim.returnOn.has(status) {
-				if lim.pace.Allow(h.key) {
-					t.l.observe(i, Admitted)
-				} else {
-					t.l.observe(i, Refused) // late: the answer was given
-				}
+				// The request was served: its event counts whether or not it
+				// still fits, into debt if need be, so that the pace holds
+				// over time (Allow would drop it once the bucket is empty).
+				lim.pace.Debit(h.key)
+				t.l.observe(i, Admitted)
 			}
 		case holdSlot:
 			if ctx == nil {
-				ctx = context.WithoutCancel(t.ctx)
+				ctx, cancel = releaseContext(t.ctx)
 			}
 			lim.store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 			h.state = holdNone
 		}
 	}
 	t.pending = 0
+}
+
+// releaseTimeout bounds the Store call that releases a request's slots. A
+// release that fails or times out is not retried: the slot expires with its
+// ttl.
+const releaseTimeout = 5 * time.Second
+
+// releaseContext returns the context of a slot release for a request whose
+// context is parent: its values, but not its cancellation (the request may
+// be over, or its client gone, which is when slots must be released), and a
+// deadline of releaseTimeout so that a hung Store cannot hold the caller.
+func releaseContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(parent), releaseTimeout)
 }
 
 // accepted reports whether a request answered with status was accepted,

@@ -48,8 +48,9 @@ type Middleware struct {
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on a Bucket or Slots, DecideAfterVerify on anything but a Pace); or it is
-// the error of the WithObserver function.
+// on a Bucket or Slots, DecideAfterVerify on anything but a Pace), or two
+// Pace limits have the same *pace.Pace (their keys would share one table);
+// or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
 	l, err := newLimiter(limits, opts, true)
 	if err != nil {
@@ -188,7 +189,9 @@ func Return(r *http.Request) {
 // Verified takes, once the handler has verified the presentation, the
 // events of the DecideAfterVerify limits that the middleware only looked
 // at, and reports whether they all fitted (see DecideAfterVerify). When one
-// did not, it has given back whatever the request took, written the
+// did not, it has given back whatever the request took that can be given
+// back (as Return does, in every Middleware the request went through; a
+// Bucket token stays spent), written the
 // refusal (429, Retry-After and the RateLimit fields, through OnRefusal) to
 // w, and reports false: the handler must then return without writing.
 // When they fitted, it adds their RateLimit items to w's header. Call it
@@ -198,6 +201,7 @@ func Return(r *http.Request) {
 func Verified(w http.ResponseWriter, r *http.Request) bool {
 	for s := from(r.Context()); s != nil; s = from(s.Context) {
 		if !s.verified(w, r) {
+			Return(r) // what the other Middlewares took, as the refusing one gave back its own
 			return false
 		}
 	}
@@ -275,15 +279,18 @@ type writerOnly struct{ io.Writer }
 
 // Flush sends what is buffered to the client (http.Flusher), through
 // whatever wrappers lie underneath; it does nothing when none can flush.
-func (s *request) Flush() {
-	if s.status == 0 {
+func (s *request) Flush() { s.FlushError() }
+
+// FlushError is Flush reporting its error, for http.ResponseController:
+// one wrapping http.ErrNotSupported when nothing underneath can flush, so a
+// streaming handler learns it cannot stream. A flush that succeeded before
+// any status was written records 200, as it sends one.
+func (s *request) FlushError() error {
+	err := http.NewResponseController(s.rw).Flush()
+	if err == nil && s.status == 0 {
 		s.status = http.StatusOK
 	}
-	if f, ok := s.rw.(http.Flusher); ok {
-		f.Flush()
-		return
-	}
-	http.NewResponseController(s.rw).Flush()
+	return err
 }
 
 // Hijack takes over the connection (http.Hijacker), through whatever

@@ -61,7 +61,7 @@ type Store struct {
 	// nanoseconds (see sweep).
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
 	cursor                                  atomic.Uint32 // the next shard sweepIdle looks at
-	takeHorizon                             atomic.Int64 // the longest Tolerance given to Take
+	takeHorizon                             atomic.Int64  // the longest Tolerance given to Take
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
@@ -431,7 +431,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	defer sh.mu.Unlock()
 	r := sh.values.m[key]
 	if r == nil || valueGone(r, now) {
-		return nil, fmt.Errorf("memory: Get %q: %w", key, pace.ErrNotFound)
+		return nil, fmt.Errorf("memory: Get: %w", pace.ErrNotFound)
 	}
 	return append(make([]byte, 0, len(r.value)), r.value...), nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 )
 
 // takeRow is a key of the Take namespace: an arrival time per shape, by
@@ -46,7 +47,6 @@ func (r *takeRow) full(now time.Duration) bool {
 func takeLeft(r *takeRow, now time.Time) time.Duration {
 	return slices.Max(r.tats[:]) - unixNanos(now)
 }
-
 
 // maxUnixNanos bounds the clock readings of the Take namespace, far from
 // overflowing an arrival time (now plus at most a shape's tolerance).
@@ -185,7 +185,8 @@ func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, rc
 	}
 	n := len(shapes)
 	var next [pace.MaxShapes]time.Duration
-	_, reordered := pace.RefundAll(shapes, r.tats[:n], next[:n], rc, t, intact)
+	_, reorder := pace.RefundAll(shapes, r.tats[:n], next[:n], rc, t, storekit.Shifted(intact))
+	reordered := reorder > 0
 	copy(r.tats[:n], next[:n])
 	if reordered {
 		sh.takeSeq++

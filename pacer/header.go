@@ -19,9 +19,12 @@ import (
 //     limit with the least remaining quota wins, with the policy of the
 //     same name; a malformed field is ignored whole, as the draft requires;
 //   - X-RateLimit-Limit, -Remaining, -Used and -Reset in any letter case,
-//     Reset being delta seconds or a Unix epoch (in seconds or
-//     milliseconds), whichever the magnitude says;
+//     Reset being delta seconds, a Unix epoch (in seconds, milliseconds or
+//     microseconds, whichever the magnitude says) or an HTTP date;
 //   - Retry-After, as delta seconds or an HTTP date.
+//
+// HTTP dates are read in the IMF-fixdate, RFC 850 and asctime forms, with
+// the zone written GMT, UTC or as a numeric offset.
 //
 // The IETF fields take precedence over the X-RateLimit ones. Values that
 // are malformed, negative or absurdly large are ignored or clamped; an
@@ -121,33 +124,56 @@ func parseLegacy(h http.Header, now time.Time, s *Signal) {
 	}
 }
 
-// Epoch thresholds: a reset above ~11.5 days of delta is taken for an
-// epoch in seconds (2001 onwards is above 1e9), and above 1e12 for one in
-// milliseconds.
+// Epoch thresholds: a reset of 10^9 or more cannot be a delta (that
+// would be 31 years), so it is a Unix epoch, in seconds below 10^12 (the
+// year 33658), in milliseconds below 10^15, in microseconds below 10^18.
+// Each reads the same instant for any date from 2001 to 2286.
 const (
-	epochSeconds = 1_000_000_000
-	epochMillis  = 1_000_000_000_000
+	epochSeconds = 1e9
+	epochMillis  = 1e12
+	epochMicros  = 1e15
+	epochNanos   = 1e18
 )
 
+// parseReset reads X-RateLimit-Reset: delta seconds, a Unix epoch in
+// seconds, milliseconds or microseconds (whichever the magnitude says;
+// fractions allowed), or an HTTP date. An instant in the past gives no
+// reset.
 func parseReset(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !finite(f) || f <= 0 {
+	if err != nil {
+		if t, ok := parseHTTPDate(v); ok {
+			return clampDuration(t.Sub(now))
+		}
 		return 0
 	}
-	var d time.Duration
-	switch {
-	case f >= epochMillis:
-		if f > 1e15 {
-			return 0
-		}
-		d = time.UnixMilli(int64(f)).Sub(now)
-	case f >= epochSeconds:
-		d = time.Unix(int64(f), 0).Sub(now)
-	default:
-		d = time.Duration(f * float64(time.Second))
+	if !finite(f) || f <= 0 {
+		return 0
 	}
-	return clampDuration(d)
+	var per float64 // units of an epoch per second
+	switch {
+	case f >= epochNanos:
+		return 0
+	case f >= epochMicros:
+		per = 1e6
+	case f >= epochMillis:
+		per = 1e3
+	case f >= epochSeconds:
+		per = 1
+	default:
+		return clampDuration(time.Duration(f * float64(time.Second)))
+	}
+	// Subtract in seconds, where the float is exact enough (an epoch in
+	// microseconds is below 2^63 ns, but not exact as a float of ns).
+	d := f/per - float64(now.UnixNano())/1e9
+	if d <= 0 {
+		return 0
+	}
+	if d > maxDuration.Seconds() {
+		return maxDuration
+	}
+	return time.Duration(d * float64(time.Second))
 }
 
 func parseRetryAfter(v string, now time.Time) time.Duration {
@@ -165,11 +191,41 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		}
 		return time.Duration(f * float64(time.Second))
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	t, ok := parseHTTPDate(v)
+	if !ok {
 		return 0
 	}
 	return clampDuration(t.Sub(now))
+}
+
+// dateLayouts are the HTTP date forms (RFC 9110, section 5.6.7) with the
+// zone as servers write it: GMT as the RFC says, UTC (time.RFC1123 of a
+// UTC time, which one popular limiter sends, and the same slip in the RFC
+// 850 form) or a numeric offset. A named zone other than GMT or UTC is
+// rejected: Go would read it as an offset of zero, silently.
+var dateLayouts = []string{
+	"Mon, 02 Jan 2006 15:04:05 GMT",
+	"Mon, 02 Jan 2006 15:04:05 UTC",
+	"Mon, 2 Jan 2006 15:04:05 GMT",
+	"Mon, 2 Jan 2006 15:04:05 UTC",
+	time.RFC1123Z,
+	"Monday, 02-Jan-06 15:04:05 GMT",
+	"Monday, 02-Jan-06 15:04:05 UTC",
+	time.ANSIC, // asctime: no zone, GMT by definition
+}
+
+// parseHTTPDate parses an HTTP date in any of dateLayouts.
+func parseHTTPDate(v string) (time.Time, bool) {
+	v = strings.TrimSpace(v)
+	if len(v) < len("Mon Jan 2 15:04:05 2006") || len(v) > 64 {
+		return time.Time{}, false
+	}
+	for _, layout := range dateLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // parseIETF reads RateLimit-Policy and RateLimit into s.

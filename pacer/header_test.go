@@ -35,6 +35,20 @@ func TestParseHeader(t *testing.T) {
 		{"reset epoch in the past", hdr("X-RateLimit-Reset", strconv.FormatInt(now.Unix()-45, 10)), pacer.Signal{}},
 		{"retry-after seconds", hdr("Retry-After", "120"), pacer.Signal{RetryAfter: 2 * time.Minute}},
 		{"retry-after date", hdr("Retry-After", now.Add(90*time.Second).UTC().Format(http.TimeFormat)), pacer.Signal{RetryAfter: 90 * time.Second}},
+		{"retry-after date UTC", hdr("Retry-After", now.Add(90*time.Second).UTC().Format(time.RFC1123)), pacer.Signal{RetryAfter: 90 * time.Second}},
+		{"retry-after date RFC 850", hdr("Retry-After", now.Add(90*time.Second).UTC().Format("Monday, 02-Jan-06 15:04:05 GMT")), pacer.Signal{RetryAfter: 90 * time.Second}},
+		{"retry-after date asctime", hdr("Retry-After", now.Add(90*time.Second).UTC().Format(time.ANSIC)), pacer.Signal{RetryAfter: 90 * time.Second}},
+		{"retry-after date numeric zone", hdr("Retry-After", now.Add(90*time.Second).In(time.FixedZone("", 2*3600)).Format(time.RFC1123Z)), pacer.Signal{RetryAfter: 90 * time.Second}},
+		{"retry-after date other zone rejected", hdr("Retry-After", now.Add(90*time.Second).UTC().Format("Mon, 02 Jan 2006 15:04:05")+" PST"), pacer.Signal{}},
+		{"reset date GMT", hdr("X-RateLimit-Reset", now.Add(3*time.Second).UTC().Format(http.TimeFormat)), pacer.Signal{Reset: 3 * time.Second}},
+		{"reset date UTC", hdr("X-RateLimit-Reset", "Tue, 14 Nov 2023 22:13:23 UTC"), pacer.Signal{Reset: 3 * time.Second}},
+		{"reset date RFC 850", hdr("X-RateLimit-Reset", "Tuesday, 14-Nov-23 22:13:23 GMT"), pacer.Signal{Reset: 3 * time.Second}},
+		{"reset date asctime", hdr("X-RateLimit-Reset", "Tue Nov 14 22:13:23 2023"), pacer.Signal{Reset: 3 * time.Second}},
+		{"reset date in the past", hdr("X-RateLimit-Reset", "Tue, 14 Nov 2023 22:13:10 GMT"), pacer.Signal{}},
+		{"reset epoch micros", hdr("X-RateLimit-Reset", strconv.FormatInt(now.UnixMicro()+2_500_000, 10)), pacer.Signal{Reset: 2500 * time.Millisecond}},
+		{"reset epoch seconds with a fraction", hdr("X-RateLimit-Reset", "1700000002.25"), pacer.Signal{Reset: 2250 * time.Millisecond}},
+		{"reset delta with a fraction", hdr("X-RateLimit-Reset", "0.5"), pacer.Signal{Reset: 500 * time.Millisecond}},
+		{"reset epoch nanos rejected", hdr("X-RateLimit-Reset", strconv.FormatInt(now.UnixNano()+1e9, 10)), pacer.Signal{}},
 		{"retry-after huge", hdr("Retry-After", "99999999999999999999"), pacer.Signal{RetryAfter: 24 * time.Hour}},
 		{"retry-after garbage", hdr("Retry-After", "soon"), pacer.Signal{}},
 		{"negative counts ignored", hdr("X-RateLimit-Limit", "-1", "X-RateLimit-Used", "-4", "X-RateLimit-Remaining", "-2"), pacer.Signal{}},
@@ -96,6 +110,47 @@ func TestFromResponseThrottled(t *testing.T) {
 	}
 }
 
+// FuzzHTTPDate checks that every HTTP date form a server writes parses
+// back to the instant it names (whole seconds), as X-RateLimit-Reset and
+// as Retry-After, whatever the instant and the form.
+func FuzzHTTPDate(f *testing.F) {
+	f.Add(int64(3), uint8(0))                               // IMF-fixdate, GMT
+	f.Add(int64(86399), uint8(1))                           // time.RFC1123 of a UTC time: the zone written UTC
+	f.Add(int64(1), uint8(2))                               // RFC 850, two-digit year
+	f.Add(int64(40000), uint8(3))                           // asctime, a day padded with a space
+	f.Add(int64(12*3600+7), uint8(4))                       // a numeric offset
+	f.Add(int64(-1), uint8(0))                              // in the past: no duration
+	f.Add(int64(48*3600), uint8(1))                         // beyond a day: clamped
+	now := time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC) // 1_700_000_000
+	layouts := []string{http.TimeFormat, time.RFC1123, "Monday, 02-Jan-06 15:04:05 GMT", time.ANSIC, time.RFC1123Z}
+	f.Fuzz(func(t *testing.T, ahead int64, form uint8) {
+		if ahead < -1e9 || ahead > 1e9 {
+			return
+		}
+		at := now.Add(time.Duration(ahead) * time.Second)
+		if at.Year() < 1970 || at.Year() > 2069 { // RFC 850's two-digit years
+			return
+		}
+		layout := layouts[int(form)%len(layouts)]
+		zone := time.UTC
+		if layout == time.RFC1123Z {
+			zone = time.FixedZone("", int(ahead%(14*60))*60) // whole minutes, as the form writes them
+		}
+		v := at.In(zone).Format(layout)
+		want := min(max(time.Duration(ahead)*time.Second, 0), 24*time.Hour)
+		for _, name := range []string{"Retry-After", "X-RateLimit-Reset"} {
+			s := pacer.ParseHeader(http.Header{name: {v}}, now)
+			got := s.RetryAfter
+			if name != "Retry-After" {
+				got = s.Reset
+			}
+			if got != want {
+				t.Fatalf("%s: %q read at %v gives %v; want %v", name, v, now, got, want)
+			}
+		}
+	})
+}
+
 // FuzzParseHeader checks that no header value makes the parser panic or
 // return a value outside the documented bounds.
 func FuzzParseHeader(f *testing.F) {
@@ -114,6 +169,9 @@ func FuzzParseHeader(f *testing.F) {
 		{"X-RateLimit-Limit", "NaN"},                                                  // parses as a float
 		{"X-RateLimit-Used", "-Inf"},                                                  // parses as a float
 		{"Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"},                              // HTTP date in the past
+		{"Retry-After", "Tue, 14 Nov 2023 22:13:50 UTC"},                              // the zone written UTC
+		{"X-RateLimit-Reset", "Tue Nov 14 22:13:50 2023"},                             // asctime
+		{"X-RateLimit-Reset", "1700000045000000"},                                     // epoch micros
 		{"Retry-After", "9223372036854775808"},                                        // beyond int64
 		{"Retry-After", "\x00\xff"},                                                   // bytes that are not text
 	}

@@ -34,6 +34,7 @@ type own struct {
 	width  time.Duration // of a bucket
 	origin time.Time     // start of bucket 0
 	now    time.Time     // the latest sync
+	since  time.Time     // counted calls answered before it no longer count (a fixed window turned over)
 	newest int64         // the bucket holding now
 	lost   int64         // buckets before this one hold no call in flight
 	total  int64         // counted calls recorded since the layout
@@ -93,7 +94,7 @@ func (o *own) dropLost() {
 // are not lost (each at the start of its old bucket).
 func (o *own) layout(now time.Time, window time.Duration) {
 	old := *o
-	*o = own{window: window, width: max(window/ownBuckets, 1), origin: now, now: now}
+	*o = own{window: window, width: max(window/ownBuckets, 1), origin: now, now: now, since: old.since}
 	o.lost = o.index(now.Add(-window / lostAfter))
 	if old.window == 0 {
 		return
@@ -146,13 +147,65 @@ func (o *own) count() {
 // counted returns how many counted calls are within the window at the
 // latest sync.
 func (o *own) counted() float64 {
-	return float64(o.total) - o.upTo(o.now.Add(-o.window))
+	return float64(o.total) - o.upTo(o.cut())
 }
 
 // countedBy returns how many of the counted calls within the window at
 // the latest sync were answered at or before t.
 func (o *own) countedBy(t time.Time) float64 {
-	return max(0, o.upTo(t)-o.upTo(o.now.Add(-o.window)))
+	return max(0, o.upTo(t)-o.upTo(o.cut()))
+}
+
+// cut is the time at or before which counted calls no longer count: a
+// window before the latest sync, or the latest turnover of a fixed window.
+func (o *own) cut() time.Time {
+	c := o.now.Add(-o.window)
+	if o.since.After(c) {
+		c = o.since.Add(-1)
+	}
+	return c
+}
+
+// forgetBefore stops counting the calls answered before t: a fixed window
+// turned over at t, and the server forgot them.
+func (o *own) forgetBefore(t time.Time) {
+	if t.After(o.since) {
+		o.since = t
+	}
+}
+
+// answeredNth returns when the n-th most recent counted call within the
+// window (n ≥ 1) was answered, to the resolution of a bucket and never
+// later than it was, and false when there are fewer than n.
+func (o *own) answeredNth(n int64) (time.Time, bool) {
+	cut := o.upTo(o.cut())
+	if n < 1 || float64(o.total)-cut < float64(n) {
+		return time.Time{}, false
+	}
+	// The newest bucket j whose calls and the later ones number n or more.
+	lo, hi := max(o.oldest(), o.index(o.cut())), o.newest
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if o.total-o.at(mid).before >= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return o.origin.Add(o.at(lo).lo), true
+}
+
+// flyingFrom returns how many calls in flight were sent at or after t,
+// to the resolution of a bucket.
+func (o *own) flyingFrom(t time.Time) int64 {
+	if o.flying == 0 {
+		return 0
+	}
+	n := int64(0)
+	for j := max(o.index(t), o.lost, o.oldest()); j <= o.newest; j++ {
+		n += o.at(j).flying
+	}
+	return n
 }
 
 // upTo returns how many counted calls were answered at or before t.

@@ -156,3 +156,41 @@ func TestOwnCallsInFlight(t *testing.T) {
 		t.Fatalf("a call sent an hour ago is in flight; want it taken for lost")
 	}
 }
+
+// TestOwnForgetAndNth: after a fixed window's turnover the calls before it
+// stop counting; answeredNth finds the n-th newest counted call to a
+// bucket, never later than it was; flyingFrom counts the calls in flight
+// sent since a time.
+func TestOwnForgetAndNth(t *testing.T) {
+	var o own
+	w := 10 * time.Second
+	now := ownT0
+	o.sync(now, w)
+	for i := 0; i < 8; i++ { // calls answered at 0.5, 1.5, ... 7.5 s
+		now = ownT0.Add(time.Duration(i)*time.Second + 500*time.Millisecond)
+		o.sync(now, w)
+		o.count()
+	}
+	if got := o.counted(); got != 8 {
+		t.Fatalf("counted() = %v; want 8", got)
+	}
+	at, ok := o.answeredNth(3)
+	if want := ownT0.Add(5500 * time.Millisecond); !ok || at.After(want) || want.Sub(at) > w/ownBuckets {
+		t.Fatalf("answeredNth(3) = %v, %v; want %v to a bucket, not later", at, ok, want)
+	}
+	if _, ok := o.answeredNth(9); ok {
+		t.Fatalf("answeredNth(9) found a call among 8")
+	}
+	o.forgetBefore(ownT0.Add(4 * time.Second))
+	if got := o.counted(); got != 4 {
+		t.Fatalf("counted() after forgetting those before 4s = %v; want 4", got)
+	}
+	if _, ok := o.answeredNth(5); ok {
+		t.Fatalf("answeredNth(5) found a forgotten call")
+	}
+	o.fly(now)
+	o.fly(now.Add(-3 * time.Second))
+	if got := o.flyingFrom(now.Add(-time.Second)); got != 1 {
+		t.Fatalf("flyingFrom(now-1s) = %d; want 1", got)
+	}
+}

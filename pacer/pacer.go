@@ -122,9 +122,14 @@ const (
 //     or a quarter of the count (a fair share among a handful of clients),
 //     whichever is more.
 //
-// The limit and the window come from the signals when they carry them
-// (RateLimit-Policy "w", or the longest X-RateLimit-Reset seen); until
-// then the window is the one given by WithWindow. A server that sends no
+// The window comes from RateLimit-Policy "w"; otherwise from the longest
+// reset or Retry-After of at least half a second (never floored by
+// WithWindow's default once one is seen), from a fixed window's
+// turnovers, and from the client's own calls leaving the count; it grows
+// back towards the default on refusals until the resets confirm it. On a
+// fixed window the client spreads its calls until the turnover and goes
+// at its own point after it (docs/pacer.md has the whole story and the
+// figures per server kind). A server that sends no
 // rate-limit headers at all gets no pacing beyond its Retry-After; a server
 // that sends only the IETF "r" and "t" parameters gets its remaining quota
 // spread evenly over the reset time.
@@ -165,6 +170,7 @@ type Pacer struct {
 	ahead   deque[time.Time] // slots handed out outside the queue, still to come
 	queue   queue            // the callers blocked in Wait and their slots
 	own     own              // this client's calls counted within the window, and in flight
+	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
 }
 
@@ -320,12 +326,10 @@ func (p *Pacer) Observe(s Signal) {
 		p.ahead.popFront() // observed before its slot
 	}
 	if s.Window > 0 {
-		p.window, p.winSet = s.Window, true
-	} else if s.Reset > p.window && !p.winSet {
-		// A fixed window's reset never exceeds the window: the longest
-		// reset seen is the best estimate of it.
-		p.window = s.Reset
+		p.setWindow(s.Window)
+		p.winSet = true
 	}
+	p.learnWindow(now, s)
 	if s.Limit > 0 {
 		l := float64(s.Limit)
 		if p.limit > 0 && l != p.limit {
@@ -359,6 +363,7 @@ func (p *Pacer) Observe(s Signal) {
 	}
 	// Refused: cut the rate, and wait at least Retry-After; without one,
 	// back off exponentially from W/60, bounded by the maximum delay.
+	p.refused(now)
 	if p.rate > 0 {
 		p.rate *= throttleCut
 		p.clampRate()
@@ -397,6 +402,9 @@ func (p *Pacer) replanLocked(now time.Time) {
 // p.mu held.
 func (p *Pacer) learn(now time.Time, used float64) {
 	others := math.Max(0, used-p.own.counted())
+	if others >= 1 {
+		p.lw.othersAt = now
+	}
 	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
 		p.hist.reset(now, p.window, others)
 		p.others = others / p.window.Seconds()
@@ -557,6 +565,9 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	if !p.hasUsed {
 		return 0, false
 	}
+	if u, ok := p.turnedOver(t); ok {
+		return u, true
+	}
 	age := t.Sub(p.obsAt)
 	if age >= p.window {
 		return 0, true
@@ -564,6 +575,10 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	u := p.used + float64(p.inFlight(t))
 	if age > 0 {
 		u += p.othersRate() * age.Seconds()
+		if p.lw.fixed {
+			// A fixed window sheds nothing until it turns over.
+			return math.Max(0, u), true
+		}
 		u -= p.own.countedBy(t.Add(-p.window))
 		u -= p.hist.expiring(t, p.window) - p.hist.expiring(p.obsAt, p.window)
 	}
@@ -585,10 +600,12 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 {
+	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
-		// else's. (Clients that start together see each other at once and
-		// pace from the start, instead of racing for the burst.)
+		// else's, nor was within the last two windows (a fixed window
+		// that just turned over looks idle). Clients that start together
+		// see each other at once and pace from the start, instead of
+		// racing for the burst.
 		return 0
 	}
 	r := p.rate
@@ -597,9 +614,15 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		// they come, as after a burst or a limit drop), counting the
 		// calls that will leave it within the look-ahead: fill it within
 		// catchup windows, each client in proportion to its share, so
-		// that the total does not depend on the number of clients.
+		// that the total does not depend on the number of clients. A
+		// fixed window's hole lasts until it turns over: spread over that
+		// time, not rushed into the first half.
 		share := p.rate / (p.rate + p.othersRate())
-		r = math.Max(r, share*hole/(catchup*p.window.Seconds()))
+		within := catchup * p.window.Seconds()
+		if d, ok := p.untilTurnover(now); ok {
+			within = math.Max(d.Seconds(), p.window.Seconds()/periods)
+		}
+		r = math.Max(r, share*hole/within)
 	}
 	// The rate's own gap is the consensus of many samples: it may be as
 	// long as a window (a key shared by as many clients as the limit).
@@ -610,7 +633,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 // ahead windows later: the others' as the reconstruction places them, this
 // client's as its record does. It must be called with p.mu held.
 func (p *Pacer) expiring(now time.Time, ahead float64) float64 {
-	if !p.hasUsed {
+	if !p.hasUsed || p.lw.fixed {
 		return 0
 	}
 	t := now.Add(time.Duration(ahead * float64(p.window)))
@@ -630,11 +653,23 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 	}
 	step := max(p.window/periods, 1)
 	t := now
-	for t.Sub(now) < p.maxDelay() {
+	limit := p.maxDelay()
+	if d, ok := p.untilTurnover(now); ok {
+		// A fixed window: nothing leaves it before it turns over, which
+		// the server named.
+		limit = max(limit, d)
+	}
+	for t.Sub(now) < limit {
 		t = t.Add(step)
 		if v, _ := p.predictedUsed(t); p.limit-v >= 1 {
 			break
 		}
+	}
+	if d, ok := p.untilTurnover(now); ok && t.Sub(now) >= d {
+		// Held until a fixed window turns over: go at this client's own
+		// point within its gap after it, so that the clients held
+		// together do not all call at the turnover.
+		t = t.Add(time.Duration(p.lw.phase * float64(p.spread())))
 	}
 	return t.Sub(now)
 }

@@ -68,15 +68,20 @@ CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.vals (
 );
 CREATE INDEX IF NOT EXISTS vals_expires ON @schema@.vals (expires) WHERE expires IS NOT NULL;
 
--- Keys of Take: an arrival time per shape, by position (tats), and the
--- reorder count gen and what it was when the key was created (born). A row
--- whose arrival times are all not after now is full, the same state as an
--- absent row; its reclaim time is the latest arrival time.
+-- Keys of Take: an arrival time per shape, by position (tats), the reorder
+-- count gen and what it was when the key was created (born), and the
+-- receipt of the latest refund that reordered (memo_at, memo_reserved,
+-- memo_gen; zero for none). A row whose arrival times are all not after now
+-- is full, the same state as an absent row; its reclaim time is the latest
+-- arrival time.
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.takes (
 	key bytea PRIMARY KEY,
 	tats bigint[] NOT NULL,
 	gen bigint NOT NULL,
 	born bigint NOT NULL,
+	memo_at bigint NOT NULL,
+	memo_reserved bigint NOT NULL,
+	memo_gen bigint NOT NULL,
 	sweep_at bigint NOT NULL
 ) WITH (fillfactor = 80);
 CREATE INDEX IF NOT EXISTS takes_sweep_at ON @schema@.takes (sweep_at);
@@ -574,7 +579,7 @@ BEGIN
 		v_found := FOUND;
 		r_now := coalesce(p_now, @schema@.now_ns());
 		IF NOT v_found OR @schema@.last_tat(v_row.tats, r_now) <= r_now THEN
-			v_row := ROW(p_key, '{}'::bigint[], p_gen, p_gen, NULL);
+			v_row := ROW(p_key, '{}'::bigint[], p_gen, p_gen, 0, 0, 0, NULL);
 		END IF;
 		r_gen := v_row.gen;
 		r_tats := @schema@.pad(v_row.tats[1:v_n], v_n, r_now);
@@ -594,7 +599,8 @@ BEGIN
 			IF v_last <= r_now THEN
 				DELETE FROM @schema@.takes t WHERE t.key = p_key;
 			ELSE
-				UPDATE @schema@.takes t SET tats = v_next, gen = v_row.gen, born = v_row.born,
+				UPDATE @schema@.takes t SET tats = v_next, gen = v_row.gen, born = v_row.born, memo_at = v_row.memo_at,
+					memo_reserved = v_row.memo_reserved, memo_gen = v_row.memo_gen,
 					sweep_at = @schema@.sweep_after(v_last, r_now, v_row.sweep_at)
 				WHERE t.key = p_key;
 			END IF;
@@ -603,8 +609,8 @@ BEGIN
 		IF v_last <= r_now THEN
 			RETURN; -- every shape still full (takes of cost zero): nothing to keep
 		END IF;
-		INSERT INTO @schema@.takes (key, tats, gen, born, sweep_at)
-		VALUES (p_key, v_next, p_gen, p_gen, @schema@.sweep_after(v_last, r_now, NULL))
+		INSERT INTO @schema@.takes (key, tats, gen, born, memo_at, memo_reserved, memo_gen, sweep_at)
+		VALUES (p_key, v_next, p_gen, p_gen, 0, 0, 0, @schema@.sweep_after(v_last, r_now, NULL))
 		ON CONFLICT (key) DO NOTHING;
 		IF FOUND THEN
 			IF p_sweep > 0 THEN
@@ -642,7 +648,8 @@ $$;
 -- refund_all is pace.RefundAll of the receipt (p_at, p_gen, p_reserved) on
 -- the key's arrival times, at the database clock, with the rules of
 -- pace.Buckets: the refund is intact while the key's count equals p_gen; one
--- that reorders raises the count. An absent or full key, and a
+-- that reorders raises the count and is remembered, and a second refund of
+-- the remembered receipt gives nothing. An absent or full key, and a
 -- receipt from before the key's present life (p_gen outside [born, gen]),
 -- are left alone; a refund that leaves every shape full deletes the row. It
 -- returns whether anything was given back.
@@ -670,6 +677,9 @@ BEGIN
 		RETURN false; -- full (absent), or taken before the key was last absent
 	END IF;
 	v_intact := v_row.gen = p_gen;
+	IF NOT v_intact AND v_row.memo_at = p_at AND v_row.memo_reserved = p_reserved[1] AND v_row.memo_gen = p_gen THEN
+		RETURN false; -- given back already, through a copy of the receipt
+	END IF;
 	v_row.tats := @schema@.pad(v_row.tats, v_n, v_now);
 	FOR i IN 1..v_n LOOP
 		-- pace.Bucket.Refund
@@ -690,12 +700,16 @@ BEGIN
 	END IF;
 	IF v_reordered THEN
 		v_row.gen := v_row.gen + 1;
+		v_row.memo_at := p_at;
+		v_row.memo_reserved := p_reserved[1];
+		v_row.memo_gen := p_gen;
 	END IF;
 	v_last := @schema@.last_tat(v_row.tats, v_now);
 	IF v_last <= v_now THEN
 		DELETE FROM @schema@.takes t WHERE t.key = p_key;
 	ELSE
-		UPDATE @schema@.takes t SET tats = v_row.tats, gen = v_row.gen,
+		UPDATE @schema@.takes t SET tats = v_row.tats, gen = v_row.gen, memo_at = v_row.memo_at,
+			memo_reserved = v_row.memo_reserved, memo_gen = v_row.memo_gen,
 			sweep_at = @schema@.sweep_after(v_last, v_now, v_row.sweep_at)
 		WHERE t.key = p_key;
 	END IF;

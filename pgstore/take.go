@@ -42,10 +42,7 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 	if s.closed.Load() {
 		return pace.Grant{}, errClosed
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return pace.Grant{}, err
-	}
-	if err := storekit.CheckShapes(shapes); err != nil {
+	if err := pace.ValidateTake(key, shapes); err != nil {
 		return pace.Grant{}, err
 	}
 	intervals, tolerances := shapeArgs(shapes)
@@ -74,21 +71,15 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 	if s.closed.Load() {
 		return errClosed
 	}
-	if len(out) != len(keys) {
-		return fmt.Errorf("%w: pgstore: TakeMany with %d keys and %d grants", pace.ErrInvalidArgument, len(keys), len(out))
-	}
-	digests := make([][]byte, len(keys))
-	for i, k := range keys {
-		if err := pace.ValidateKey(k); err != nil {
-			return err
-		}
-		digests[i] = s.rowKey(k)
-	}
-	if err := storekit.CheckShapes(shapes); err != nil {
+	if err := pace.ValidateTakeMany(keys, shapes, out); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
 		return nil
+	}
+	digests := make([][]byte, len(keys))
+	for i, k := range keys {
+		digests[i] = s.rowKey(k)
 	}
 	intervals, tolerances := shapeArgs(shapes)
 	rows, err := s.pool.Query(ctx, s.q.takeMany, digests, intervals, tolerances, int64(storekit.NewGen()), s.nowArg(), s.sweep)
@@ -124,18 +115,16 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 
 // Refund implements pace.Store.Refund with pace.RefundAll, in one call of the
 // refund_all function at the database clock. The refund is exact while the
-// key's reorder count still equals r.Gen (so that refunding the same receipt
-// again gives nothing); one that reorders raises the count. The zero Receipt, an absent or full key, and a receipt from before the
+// key's reorder count still equals r.Gen; one that reorders raises the count
+// and is remembered, so that refunding the same receipt again gives nothing.
+// The zero Receipt, an absent or full key, and a receipt from before the
 // key was last absent (full or deleted) are left alone; a refund that leaves
 // every shape full deletes the row.
 func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := storekit.CheckShapes(shapes); err != nil {
+	if err := pace.ValidateTake(key, shapes); err != nil {
 		return err
 	}
 	if r == (pace.Receipt{}) || r.Gen > math.MaxInt64 {

@@ -14,9 +14,6 @@ import (
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
-// Until pace.Store has them, the Store's Take methods are asserted here.
-var _ takemodel.Store = (*Store)(nil)
-
 func mustBucket(t testing.TB, capacity, perSecond, cost float64) pace.Bucket {
 	t.Helper()
 	b, err := pace.NewBucket(capacity, perSecond, cost)
@@ -31,17 +28,18 @@ func readTake(t *testing.T, s *Store, schema, key string) *takemodel.State {
 	t.Helper()
 	var st takemodel.State
 	var tats []int64
-	var gen, born int64
+	var gen, born, memoAt, memoReserved, memoGen int64
 	err := s.pool.QueryRow(context.Background(),
-		"SELECT tats, gen, born FROM "+pgx.Identifier{schema, "takes"}.Sanitize()+" WHERE key = $1",
-		digest(key)).Scan(&tats, &gen, &born)
+		"SELECT tats, gen, born, memo_at, memo_reserved, memo_gen FROM "+pgx.Identifier{schema, "takes"}.Sanitize()+" WHERE key = $1",
+		digest(key)).Scan(&tats, &gen, &born, &memoAt, &memoReserved, &memoGen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Gen, st.Born = uint64(gen), uint64(born)
+	st.Gen, st.Born, st.MemoGen = uint64(gen), uint64(born), uint64(memoGen)
+	st.MemoAt, st.MemoReserved = time.Duration(memoAt), time.Duration(memoReserved)
 	for _, v := range tats {
 		st.TATs = append(st.TATs, time.Duration(v))
 	}

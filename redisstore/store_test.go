@@ -42,6 +42,28 @@ func TestContractCluster(t *testing.T) {
 	t.Run("HashedKeys", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) pace.Store { return New(c, WithHashedKeys([]byte(testSecret))) })
 	})
+	// A prefix with a hash tag of its own puts every key in one slot: one
+	// script call takes them all.
+	t.Run("TakeManyOneSlot", func(t *testing.T) {
+		s := New(c, WithPrefix("app{"+testPrefix(t, c)+"}:"))
+		keys := make([]string, 300)
+		for i := range keys {
+			keys[i] = strconv.Itoa(i % 150)
+		}
+		if bs := s.batches(keys); len(bs) != 2 {
+			t.Fatalf("300 keys in one slot went to %d script calls; want 2 (of at most %d)", len(bs), maxBatch)
+		}
+		out := make([]pace.Grant, len(keys))
+		b, _ := pace.NewBucket(1, 1.0/3600, 1)
+		if err := s.TakeMany(context.Background(), keys, []pace.Bucket{b}, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range out {
+			if g.OK != (i < 150) {
+				t.Fatalf("out[%d] = %+v; want OK %v (one take of 1 an hour per key)", i, g, i < 150)
+			}
+		}
+	})
 	// TakeMany's pipeline across the nodes, and the scripts' arithmetic,
 	// against the Go reference.
 	t.Run("TakeMatchesReference", func(t *testing.T) {

@@ -22,6 +22,12 @@ const maxBatch = 256
 // with pace.TakeAll and pace.RemainingAll. The key expires when every shape
 // is full again.
 func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	if err := s.usable(); err != nil {
+		return pace.Grant{}, err
+	}
+	if err := pace.ValidateTake(key, shapes); err != nil {
+		return pace.Grant{}, err
+	}
 	var out [1]pace.Grant
 	if err := s.takeMany(ctx, "Take", []string{key}, shapes, out[:]); err != nil {
 		return pace.Grant{}, err
@@ -38,8 +44,11 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 // keys may repeat: each occurrence takes. A backend error fails the whole
 // call and leaves out undefined, though some keys may have been taken.
 func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
-	if len(out) != len(keys) {
-		return fmt.Errorf("%w: redisstore: TakeMany with %d keys and %d grants", pace.ErrInvalidArgument, len(keys), len(out))
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := pace.ValidateTakeMany(keys, shapes, out); err != nil {
+		return err
 	}
 	return s.takeMany(ctx, "TakeMany", keys, shapes, out)
 }
@@ -52,18 +61,9 @@ type takeBatch struct {
 	cmd  *redis.Cmd
 }
 
+// takeMany runs the take script on keys, whose arguments the caller has
+// validated, writing out.
 func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if err := storekit.CheckShapes(shapes); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := pace.ValidateKey(k); err != nil {
-			return err
-		}
-	}
 	if len(keys) == 0 {
 		return nil
 	}
@@ -179,18 +179,16 @@ func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 // Refund gives back the take that r describes, in one script call at the
 // server's time; see pace.Store.Refund. The script is pace.RefundAll on the
 // key's arrival times, exact while the key's reorder count still equals
-// r.Gen (so that refunding the same receipt again gives nothing); a refund
-// that reorders raises the count. The zero Receipt, an absent key, a full
-// one, and a receipt taken before the key was last absent (full or deleted)
-// are left alone; a key that the refund leaves full is deleted.
+// r.Gen; a refund that reorders raises the count and is remembered, so that
+// refunding the same receipt again gives nothing. The zero Receipt, an
+// absent key, a full one, and a receipt taken before the key was last
+// absent (full or deleted) are left alone; a key that the refund leaves full
+// is deleted.
 func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := storekit.CheckShapes(shapes); err != nil {
+	if err := pace.ValidateTake(key, shapes); err != nil {
 		return err
 	}
 	if r == (pace.Receipt{}) {

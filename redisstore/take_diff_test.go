@@ -21,11 +21,17 @@ func storedTake(t *testing.T, c redis.UniversalClient, key string) *takemodel.St
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	f := unpack(t, v, len(v)/8)
-	if len(f) < 4 || len(f)%2 == 1 {
-		t.Fatalf("stored take state of %d doubles; want 2 + 2 per shape", len(f))
+	if len(f) < 9 || len(f)%2 == 0 {
+		t.Fatalf("stored take state of %d doubles; want 7 + 2 per shape", len(f))
 	}
-	st := &takemodel.State{Gen: uint64(f[0]), Born: uint64(f[1])}
-	for i := 2; i < len(f); i += 2 {
+	st := &takemodel.State{
+		Gen:          uint64(f[0]),
+		Born:         uint64(f[1]),
+		MemoAt:       time.Duration(f[2])*time.Second + time.Duration(f[3]),
+		MemoReserved: time.Duration(f[4])*time.Second + time.Duration(f[5]),
+		MemoGen:      uint64(f[6]),
+	}
+	for i := 7; i < len(f); i += 2 {
 		st.TATs = append(st.TATs, time.Duration(f[i])*time.Second+time.Duration(f[i+1]))
 	}
 	return st

@@ -16,13 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Until pace.Store has them, the Store's Take methods are asserted here.
-var _ interface {
-	Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error)
-	TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error
-	Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error
-} = (*Store)(nil)
-
 func mustBucket(t testing.TB, capacity, perSecond, cost float64) pace.Bucket {
 	t.Helper()
 	b, err := pace.NewBucket(capacity, perSecond, cost)

@@ -6,7 +6,8 @@ import "github.com/redis/go-redis/v9"
 // state of a key limited by several bucket shapes at once, packed as
 // little-endian doubles:
 //
-//	gen, born, then tat_s, tat_ns (one pair per shape, in the order of the shapes)
+//	gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen,
+//	tat_s, tat_ns (one pair per shape, in the order of the shapes)
 //
 // gen is the key's reorder count (pace.Receipt.Gen): it starts, for a new
 // key, at a random number below 2^52 that the caller draws, kept as born,
@@ -15,7 +16,10 @@ import "github.com/redis/go-redis/v9"
 // therefore hold a Gen in [born, gen]; one outside was taken before the key
 // was last absent (full or deleted), and a refund of it gives nothing
 // (unless the random starts of two lives of a key land within a few counts
-// of each other: odds about k/2^52 for a key with k reorders). Instants are (seconds, nanoseconds) pairs of Unix time, as in the
+// of each other: odds about k/2^52 for a key with k reorders). memo is the
+// receipt (At, first Reserved, Gen) of the latest refund that reordered, so
+// that a second refund of it gives nothing (what pace.Buckets keeps per
+// shard). Instants are (seconds, nanoseconds) pairs of Unix time, as in the
 // bucket script.
 //
 // A key whose every arrival time is not after now is full, and full is
@@ -48,8 +52,9 @@ local function earlier(a_s, a_ns, b_s, b_ns)
   return b_s, b_ns
 end
 
--- A state is one flat array, as stored: st[1] the gen, st[2] born, and
--- shape i's arrival time at st[1 + 2i], st[2 + 2i].
+-- A state is one flat array, as stored: st[1] the gen, st[2] born, st[3..7]
+-- the remembered receipt (at_s, at_ns, reserved_s, reserved_ns, gen), and
+-- shape i's arrival time at st[6 + 2i], st[7 + 2i].
 
 -- load returns the state at key, or nil when the key is absent or full at
 -- now.
@@ -59,7 +64,7 @@ local function load(key, now_s, now_ns)
   local count = #v / 8
   local st = {struct.unpack('<' .. string.rep('d', count), v)}
   st[count + 1] = nil -- unpack's next position
-  for i = 3, count, 2 do
+  for i = 8, count, 2 do
     if before(now_s, now_ns, st[i], st[i + 1]) then return st end
   end
   return nil
@@ -69,7 +74,7 @@ end
 -- the key when that is not after now (every shape full).
 local function store(key, st, now_s, now_ns)
   local last_s, last_ns = now_s, now_ns
-  for i = 3, #st, 2 do
+  for i = 8, #st, 2 do
     last_s, last_ns = later(last_s, last_ns, st[i], st[i + 1])
   end
   if not before(now_s, now_ns, last_s, last_ns) then
@@ -106,11 +111,11 @@ local out = {now_s, now_ns}
 local at = 2 -- where the reply of the next key starts: taken, gen, then its arrival times
 local next_tat = {}
 for k = 1, #KEYS do
-  local st = load(KEYS[k], now_s, now_ns) or {new_gen, new_gen}
+  local st = load(KEYS[k], now_s, now_ns) or {new_gen, new_gen, 0, 0, 0, 0, 0}
   local taken = 1
   out[at + 1], out[at + 2] = 0, st[1]
   for i = 1, n do
-    local tat_s, tat_ns = st[1 + 2 * i] or now_s, st[2 + 2 * i] or now_ns
+    local tat_s, tat_ns = st[6 + 2 * i] or now_s, st[7 + 2 * i] or now_ns
     out[at + 1 + 2 * i], out[at + 2 + 2 * i] = tat_s, tat_ns
     -- pace.Bucket.Take
     local base_s, base_ns = later(tat_s, tat_ns, now_s, now_ns)
@@ -123,7 +128,7 @@ for k = 1, #KEYS do
   end
   out[at + 1] = taken
   if taken == 1 then
-    for i = 1, 2 * n do st[2 + i] = next_tat[i] end
+    for i = 1, 2 * n do st[7 + i] = next_tat[i] end
     store(KEYS[k], st, now_s, now_ns)
   end
   at = at + 2 + 2 * n
@@ -133,9 +138,10 @@ return out
 
 // refundScript is pace.RefundAll of one receipt on the state at KEYS[1],
 // with the rule of pace.Buckets: the refund is intact while the key's gen
-// still equals the receipt's (so that a second refund of the same receipt
-// gives nothing); one that reorders raises the gen. An absent (or full)
-// key, and a receipt from before the key was created, are left alone.
+// still equals the receipt's; one that reorders raises the gen and is
+// remembered, so that a second refund of the same receipt gives nothing. An
+// absent (or full) key, and a receipt from before the key was created, are
+// left alone.
 //
 // ARGV: n (shapes), the receipt's At (s, ns) and Gen, then per shape
 // interval (s, ns) and Reserved (s, ns), then [now (s, ns)].
@@ -150,16 +156,21 @@ if receipt_gen < st[2] or receipt_gen > st[1] then
   return 0 -- taken before the key was last absent
 end
 local intact = st[1] == receipt_gen
+local first_reserved_s, first_reserved_ns = tonumber(ARGV[7]), tonumber(ARGV[8])
+if not intact and st[3] == taken_s and st[4] == taken_ns
+    and st[5] == first_reserved_s and st[6] == first_reserved_ns and st[7] == receipt_gen then
+  return 0 -- given back already, through a copy of the receipt
+end
 
-for i = (#st - 2) / 2 + 1, n do -- a shape the key holds no arrival time for is full
-  st[1 + 2 * i], st[2 + 2 * i] = now_s, now_ns
+for i = (#st - 7) / 2 + 1, n do -- a shape the key holds no arrival time for is full
+  st[6 + 2 * i], st[7 + 2 * i] = now_s, now_ns
 end
 local gave, reordered = false, false
 for i = 1, n do
   local a = 5 + 4 * (i - 1)
   local interval_s, interval_ns = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   local reserved_s, reserved_ns = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local tat_s, tat_ns = st[1 + 2 * i], st[2 + 2 * i]
+  local tat_s, tat_ns = st[6 + 2 * i], st[7 + 2 * i]
   -- pace.Bucket.Refund
   local end_s, end_ns = add(taken_s, taken_ns, interval_s, interval_ns)
   local again = false
@@ -175,12 +186,13 @@ for i = 1, n do
     gave = true
     reordered = reordered or not intact or tat_s ~= reserved_s or tat_ns ~= reserved_ns
     local next_s, next_ns = sub(tat_s, tat_ns, give_s, give_ns)
-    st[1 + 2 * i], st[2 + 2 * i] = later(next_s, next_ns, now_s, now_ns)
+    st[6 + 2 * i], st[7 + 2 * i] = later(next_s, next_ns, now_s, now_ns)
   end
 end
 if not gave then return 0 end
 if reordered then
   st[1] = st[1] + 1
+  st[3], st[4], st[5], st[6], st[7] = taken_s, taken_ns, first_reserved_s, first_reserved_ns, receipt_gen
 end
 store(KEYS[1], st, now_s, now_ns)
 return 1

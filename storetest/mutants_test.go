@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -738,7 +739,9 @@ func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucke
 			next[i] = max(r.tats[i]-b.Interval(), now)
 		}
 	} else {
-		_, reordered = pace.RefundAll(shapes, r.tats[:n], next[:n], rc, now, intact)
+		var reorder time.Duration
+		_, reorder = pace.RefundAll(shapes, r.tats[:n], next[:n], rc, now, storekit.Shifted(intact))
+		reordered = reorder > 0
 	}
 	copy(r.tats[:n], next[:n])
 	if reordered {

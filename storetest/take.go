@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 )
 
 // Rates of the Take subtests, in takes per second, slow enough that nothing
@@ -479,7 +480,7 @@ func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r 
 	hi := g.Receipt.At
 	b := s.b[0]
 	left := func(now time.Duration) time.Duration {
-		next, _, _ := b.Refund(tat, r.At, r.Reserved[0], now, intact)
+		next, _, _ := b.Refund(tat, r.At, r.Reserved[0], now, storekit.Shifted(intact))
 		return max(next, hi) // the take finds the bucket full if the refund left it so
 	}
 	want0, want1 := left(lo), left(hi)

@@ -25,6 +25,9 @@ type Metrics struct {
 	// DropRejects counts refusals in the first window after each limit
 	// drop (the worst one).
 	DropRejects int
+	// Early counts calls sent before a Retry-After the same client had
+	// received.
+	Early int
 	// Convergence is how long after joining the newcomer's trailing-window
 	// count stays within ±25% of the others' mean until the next change,
 	// in windows; NaN when there is no newcomer, +Inf when it never does.
@@ -61,6 +64,10 @@ func Measure(tr *Trace) Metrics {
 		phaseSum[phaseOf(bounds, t)] += cfg.Limit(t)
 	}
 	m.Capacity = float64(total) / cfg.Window.Seconds()
+	if cfg.Kind != nil && cfg.Kind.Burst {
+		m.Capacity += float64(cfg.Limit(0)) // the full bucket at the start
+	}
+	m.Early = tr.Early
 	for i, v := range phaseSum {
 		phaseCap[i] = float64(v) / cfg.Window.Seconds()
 	}
@@ -117,7 +124,7 @@ func Measure(tr *Trace) Metrics {
 		}
 		var xs []float64
 		for c := 0; c < tr.Clients; c++ {
-			if tr.Start[c] <= cuts[i]+time.Second && tr.Stop[c] >= b {
+			if tr.Start[c] <= cuts[i]+cfg.StartSpread+time.Second && tr.Stop[c] >= b {
 				xs = append(xs, float64(countAccepted(tr, c, a, b)))
 			}
 		}

@@ -2,6 +2,7 @@ package pacersim
 
 import (
 	"math"
+	"net/http"
 	"time"
 
 	"github.com/ratepace/pace/pacer"
@@ -39,8 +40,8 @@ type pacerPolicy struct {
 	p     *pacer.Pacer
 }
 
-// NewPacer is the policy of package pacer with its defaults (and the run's
-// window as the initial one).
+// NewPacer is the policy of package pacer with its defaults (its default
+// window, a minute, is also the window of Scenario).
 func NewPacer(id int, seed uint64, cfg Config) Policy {
 	return NewPacerWith()(id, seed, cfg)
 }
@@ -49,7 +50,7 @@ func NewPacer(id int, seed uint64, cfg Config) Policy {
 func NewPacerWith(opts ...pacer.Option) NewPolicy {
 	return func(id int, seed uint64, cfg Config) Policy {
 		c := &simClock{}
-		all := append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(seed), pacer.WithWindow(cfg.Window)}, opts...)
+		all := append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(seed)}, opts...)
 		return &pacerPolicy{clock: c, p: pacer.New(all...)}
 	}
 }
@@ -61,6 +62,12 @@ func (pp *pacerPolicy) Next(now time.Duration) time.Duration {
 
 func (pp *pacerPolicy) Observe(now time.Duration, r Response) {
 	pp.clock.now = now
+	if r.Header != nil {
+		// A server of the zoo: the pacer reads the response as it would
+		// over HTTP.
+		pp.p.Observe(pacer.FromResponse(&http.Response{StatusCode: r.Status, Header: r.Header}, epoch.Add(now)))
+		return
+	}
 	pp.p.Observe(pacer.Signal{
 		Limit:        int64(r.Limit),
 		Used:         int64(r.Used),

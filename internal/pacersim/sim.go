@@ -7,6 +7,7 @@ import (
 	"container/heap"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -17,6 +18,11 @@ type Response struct {
 	Used       int           // calls counted in the window after this one
 	Remaining  int           // max(0, Limit-Used)
 	RetryAfter time.Duration // whole seconds, set on refusals
+
+	// Status and Header are the HTTP response, on the server kinds of
+	// the zoo (Config.Kind); nil Header otherwise.
+	Status int
+	Header http.Header
 }
 
 // Policy is one client's pacing strategy. The simulation calls Next after
@@ -46,6 +52,9 @@ type Config struct {
 	StartSpread time.Duration
 	// Limit returns the server's limit (calls per Window) at t.
 	Limit func(t time.Duration) int
+	// Kind is the server's algorithm and header format; nil is the
+	// sliding log of Scenario, which reports its state as plain numbers.
+	Kind *Kind
 }
 
 // Scenario returns the configuration of the issue: a 30-minute run, a 60 s
@@ -85,8 +94,14 @@ type Decision struct {
 	Accepted bool
 	Used     int
 	Limit    int
-	// RetryAfter is the whole number of seconds until the window has room
-	// again, on refusals.
+	// Remaining is what the server reports as left (limit − used for a
+	// counter, the whole tokens for a bucket).
+	Remaining int
+	// Reset is the time until the algorithm's reset (see each algorithm).
+	Reset time.Duration
+	// RetryAfter is the time until a call would be accepted, on refusals
+	// (whole seconds for Server; formats round the others as real
+	// servers do).
 	RetryAfter time.Duration
 }
 
@@ -97,6 +112,10 @@ type Trace struct {
 	Clients   int // total distinct clients
 	Start     []time.Duration
 	Stop      []time.Duration // Duration for clients that never leave
+	// Early counts calls sent before a Retry-After that the same client
+	// had received (as the server wrote it: seconds from the response, or
+	// a date).
+	Early int
 }
 
 type event struct {
@@ -161,8 +180,12 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 		}
 		push(event{at: start, kind: evRespond, client: i, sent: -1})
 	}
-	server := &Server{Window: cfg.Window}
-	last := make([]int, n) // each client's latest decision
+	var server Algorithm = &Server{Window: cfg.Window}
+	if cfg.Kind != nil {
+		server = cfg.Kind.New(cfg.Window)
+	}
+	last := make([]int, n)                // each client's latest decision
+	notBefore := make([]time.Duration, n) // each client's latest Retry-After
 	for q.Len() > 0 {
 		e := heap.Pop(q).(event)
 		if e.at >= cfg.Duration {
@@ -170,6 +193,9 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 		}
 		switch e.kind {
 		case evSend:
+			if e.at < notBefore[e.client] {
+				tr.Early++
+			}
 			rtt := time.Duration(float64(cfg.RTT) * (0.9 + 0.2*rng.Float64()))
 			push(event{at: e.at + rtt/2, kind: evArrive, client: e.client, sent: e.at})
 			push(event{at: e.at + rtt, kind: evRespond, client: e.client, sent: e.at})
@@ -182,13 +208,20 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 			p := policies[e.client]
 			if e.sent >= 0 {
 				d := tr.Decisions[last[e.client]]
-				p.Observe(e.at, Response{
+				r := Response{
 					Accepted:   d.Accepted,
 					Limit:      d.Limit,
 					Used:       d.Used,
 					Remaining:  max(0, d.Limit-d.Used),
 					RetryAfter: d.RetryAfter,
-				})
+				}
+				if cfg.Kind != nil {
+					var ra retryAt
+					r.Status, r.Header, ra = cfg.Kind.Format.Render(d, cfg.Window, epoch.Add(d.At))
+					r.Remaining = d.Remaining
+					notBefore[e.client] = max(notBefore[e.client], ra.from(e.at))
+				}
+				p.Observe(e.at, r)
 			}
 			if e.at >= tr.Stop[e.client] {
 				continue
@@ -199,14 +232,17 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 	return tr
 }
 
-// Server is the simulated server's rule: a sliding window of Window in
-// which at most limit calls are accepted; refused calls do not count and
-// get a Retry-After of the whole seconds until the window has room. The
-// zero value is not usable: set Window. A Server is not safe for
-// concurrent use.
+// Server is the sliding log, the simulation's first server: a sliding
+// window of Window in which at most limit calls are accepted; refused
+// calls do not count (with CountRefused they do, so a client that keeps
+// calling keeps the window full) and get a Retry-After of the whole
+// seconds until the window has room. The reset it reports is when the
+// oldest counted call leaves the window. The zero value is not usable:
+// set Window. A Server is not safe for concurrent use.
 type Server struct {
-	Window   time.Duration
-	accepted []time.Duration // accepted times, oldest first
+	Window       time.Duration
+	CountRefused bool
+	accepted     []time.Duration // counted times, oldest first
 }
 
 // Decide decides a call arriving at at (time since the start; calls must
@@ -222,14 +258,24 @@ func (s *Server) Decide(at time.Duration, limit int) Decision {
 	if len(s.accepted) < limit {
 		s.accepted = append(s.accepted, at)
 		d.Accepted = true
-	} else if limit > 0 {
+	} else if s.CountRefused {
+		s.accepted = append(s.accepted, at)
+	}
+	switch {
+	case d.Accepted:
+	case limit > 0:
 		// The call that must expire first is the (used-limit+1)-th oldest.
 		expire := s.accepted[len(s.accepted)-limit] + s.Window
 		sec := math.Ceil((expire - at).Seconds())
 		d.RetryAfter = time.Duration(max(1, sec)) * time.Second
-	} else {
+	default:
 		d.RetryAfter = s.Window
 	}
 	d.Used = len(s.accepted)
+	d.Remaining = max(0, limit-d.Used)
+	d.Reset = s.Window
+	if len(s.accepted) > 0 {
+		d.Reset = s.accepted[0] + s.Window - at
+	}
 	return d
 }

@@ -58,3 +58,14 @@ func CheckShapes(shapes []pace.Bucket) error {
 	}
 	return nil
 }
+
+// Shifted is the shifted argument of pace.RefundAll for a store that keeps a
+// reorder count per key rather than a total of out-of-order refunds: 0 when
+// the receipt's count is still the key's (nothing shifted the take), unknown
+// (negative) otherwise.
+func Shifted(intact bool) time.Duration {
+	if intact {
+		return 0
+	}
+	return -1
+}

@@ -14,7 +14,9 @@
 //     refund of any other receipt (taken before the key was last absent)
 //     gives nothing;
 //   - a refund is intact while the key's count equals the receipt's Gen; one
-//     that reorders raises the count by one (pace.Buckets' rule, per key);
+//     that reorders raises the count by one and is remembered (its At,
+//     first Reserved and Gen), and a refund of the remembered receipt that
+//     is not intact gives nothing (pace.Buckets' rule, per key);
 //   - a take with fewer shapes than the key holds keeps the others' arrival
 //     times as they are.
 package takemodel
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/storekit"
 )
 
 // State is what a store keeps for one key.
@@ -32,6 +35,10 @@ type State struct {
 	// Gen is the reorder count; Born is what it was when the key was
 	// created.
 	Gen, Born uint64
+	// MemoAt, MemoReserved and MemoGen identify the receipt of the latest
+	// refund that reordered (zero: none).
+	MemoAt, MemoReserved time.Duration
+	MemoGen              uint64
 	// TATs holds one arrival time per shape, since the Unix epoch.
 	TATs []time.Duration
 }
@@ -133,8 +140,9 @@ func (m *Model) remember(key string, gen uint64) {
 
 // Refund gives back the take r describes at key at now, and reports what
 // happened: "absent", "older" (a receipt from before the key was created),
-// "nothing", "exact" (intact, nothing reordered), "reordered" or "deleted"
-// (the refund left every shape full).
+// "copy" (a second refund of the remembered receipt), "nothing", "exact"
+// (intact, nothing reordered), "reordered" or "deleted" (the refund left
+// every shape full).
 func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now time.Duration) string {
 	st := m.Get(key, now)
 	if st == nil || r == (pace.Receipt{}) {
@@ -144,10 +152,14 @@ func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now tim
 		return "older"
 	}
 	intact := st.Gen == r.Gen
+	if !intact && st.MemoAt == r.At && st.MemoReserved == r.Reserved[0] && st.MemoGen == r.Gen {
+		return "copy"
+	}
 	n := len(shapes)
 	tats := st.read(n, now)
 	next := make([]time.Duration, n)
-	_, reordered := pace.RefundAll(shapes, tats, next, r, now, intact)
+	_, reorder := pace.RefundAll(shapes, tats, next, r, now, storekit.Shifted(intact))
+	reordered := reorder > 0
 	if !reordered && slices.Equal(next, tats) {
 		return "nothing" // a reorder counts even when it changed only full shapes
 	}
@@ -155,6 +167,7 @@ func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now tim
 	what := "exact"
 	if reordered {
 		st.Gen++
+		st.MemoAt, st.MemoReserved, st.MemoGen = r.At, r.Reserved[0], r.Gen
 		m.remember(key, st.Gen)
 		what = "reordered"
 	}

@@ -1,0 +1,334 @@
+package pacer
+
+import (
+	"time"
+)
+
+// learner is what a Pacer learns about the server's window from responses
+// that do not state it (no RateLimit-Policy "w"). Every algorithm met in
+// the wild (sliding log, sliding-window counter, fixed window, token
+// bucket) reports a reset and a Retry-After no longer than its window, so
+// the longest seen is a lower bound on the window, and reaches it as soon
+// as one response comes right after a window began (or a bucket emptied).
+// A fixed window (and the counter's fixed halves) also shows it in the
+// structure of its resets: the reset instant stays put for a whole window,
+// then moves on by exactly the window when the count drops.
+//
+// It is owned by one Pacer and used under its lock.
+type learner struct {
+	longest time.Duration // the longest reset or Retry-After seen
+	resets  bool          // whether any response carried a reset
+	period  time.Duration // how far the reset instant moved when the window turned over
+
+	instant time.Time // the latest reset instant (response time + Reset)
+	fixed   bool      // the count dropped when a stable reset instant passed
+	// boundary is, for a fixed window, the start of the server's current
+	// window: this client's calls before it no longer count.
+	boundary time.Time
+	othersAt time.Time // the latest response whose count included other clients' calls
+	phase    float64   // where in its gap after a fixed window's turnover this client calls, in [0, 1)
+	// floor is what refusals taught: a window learned from resets alone
+	// that gets the client refused is doubled, at most once a window, back
+	// towards the default (the more conservative reading wins).
+	floor    time.Duration
+	bumpedAt time.Time
+	// bound is the shortest upper bound on the window that this
+	// client's own calls leaving the count gave (zero: none yet).
+	bound time.Duration
+	// short is the window probe shortened to while the count stayed low
+	// at the client's ceiling (zero: never), at shortAt.
+	short   time.Duration
+	shortAt time.Time
+}
+
+// instantSlack is how far two reset instants may differ and still name the
+// same one: resets come rounded to the second (delta seconds, epoch
+// seconds, HTTP dates), and the round trip moves them by a little more.
+const instantSlack = 1100 * time.Millisecond
+
+// minReading is the shortest reset or Retry-After taken as a bound on the
+// window. A shorter one says nothing about it: the formats count in whole
+// seconds (a date rounded down reads anywhere from 0 to 1 s short), and a
+// token bucket whose reset names the next token reads W/L. Taken as the
+// window, such a reading made the one client that happened to see it
+// believe in a window of milliseconds and take most of the limit.
+const minReading = 500 * time.Millisecond
+
+// learnWindow takes in the reset and Retry-After of s, observed at now,
+// before the count is: it sets the window (unless a policy gave it) and,
+// on a fixed window whose reset instant has passed, moves the boundary so
+// that this client's calls of the previous window no longer count. It
+// must be called with p.mu held.
+func (p *Pacer) learnWindow(now time.Time, s Signal) {
+	l := &p.lw
+	reading := s.Reset
+	if reading > 0 && reading < minReading {
+		reading = p.bucketReading(s)
+	}
+	if reading >= minReading {
+		l.resets = true
+	}
+	if s.Reset > 0 {
+		at := now.Add(s.Reset)
+		if !l.instant.IsZero() && !now.Before(l.instant) && at.Sub(l.instant) > instantSlack {
+			// The previous reset instant has passed and the new one is
+			// further on. Seen soon after it passed, the move is a window
+			// (a fixed window turned over there, or a counter expired a
+			// window after the call that created it) and, if the count
+			// dropped with it, the window is a fixed one.
+			jump := at.Sub(l.instant)
+			if l.fixed && p.droppedTo(s) {
+				// Known fixed: the count dropped, the window turned over
+				// at the instant named, however late this response.
+				l.boundary = l.instant
+				p.forgetBefore(l.instant)
+			} else if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
+				l.period = jump
+				if p.droppedTo(s) {
+					if !l.fixed {
+						l.phase = p.rng.Float64()
+					}
+					l.fixed, l.boundary = true, l.instant
+					p.forgetBefore(l.instant)
+				}
+			}
+		}
+		l.instant = at
+	}
+	if d := max(reading, s.RetryAfter); d >= minReading && d > l.longest {
+		l.longest = d
+	}
+	if p.winSet {
+		return
+	}
+	if b, ok := p.drained(now, s); ok && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
+		// On a key others use, only a bound far below the window moves
+		// it: a bound comes to each client at its own time, and clients
+		// whose windows differ by less than that no longer agree on
+		// their shares.
+		l.bound = b
+	}
+	p.probe(now, s)
+	w := p.cfg.window
+	switch {
+	case l.resets:
+		// The default is a guess; a reset is the server's word.
+		w = max(l.longest, l.period)
+	case l.longest > w:
+		// Retry-After alone (no reset ever): a lower bound, above the
+		// default only when it says so.
+		w = l.longest
+	}
+	if l.period == 0 {
+		if l.short > 0 && l.longest < minReading {
+			w = min(w, l.short)
+		}
+		if l.bound > 0 {
+			// Own calls gone from the count: the window is no longer
+			// than their age, whatever the default (nor shorter than the
+			// longest reset).
+			w = max(l.longest, min(w, l.bound))
+		}
+		if l.resets || l.bound > 0 {
+			// Until the structure of the resets confirms it.
+			w = max(w, l.floor)
+		}
+	}
+	p.setWindow(w)
+}
+
+// probe halves the window, at most once a quarter window, while this
+// client calls at the most the window it believes in allows (L/W), has to
+// wait for it, and the server counts less than a quarter of the limit and
+// fewer calls than this client alone made in that window, with no reset
+// that reads a window: the window is shorter than believed (a
+// bucket refilling faster than the default window assumes keeps itself
+// nearly full, and its resets then read nothing). Every client at its
+// ceiling sees the same low count, so that they shorten alike; once the
+// count rises the resets and the own calls leaving it take over. It must
+// be called with p.mu held.
+func (p *Pacer) probe(now time.Time, s Signal) {
+	l := &p.lw
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used >= limit/4 || used+2 > p.own.counted() || l.period > 0 || l.fixed || l.longest >= minReading {
+		return
+	}
+	if p.rate < 0.9*limit/p.window.Seconds() || p.waited().Before(now.Add(-p.window/periods)) || (!l.shortAt.IsZero() && now.Sub(l.shortAt) < p.window/4) {
+		return
+	}
+	l.short, l.shortAt = max(p.window/2, minReading), now
+}
+
+// drained returns an upper bound on the window from a count below this
+// client's own calls: the server reports used calls, this one among them
+// if it was accepted, so that of this client's earlier counted calls at
+// most used are still in its window, and the one before them has left
+// it, a window after the server counted it. (That holds for sliding
+// windows and buckets; a fixed window or a counter that has turned over
+// says nothing here, hence the caller's checks.) It returns false when the
+// count leaves every such call in.
+func (p *Pacer) drained(now time.Time, s Signal) (time.Duration, bool) {
+	used, limit, ok := p.countOf(s)
+	if !ok || used < limit/4 {
+		// A low count says little: a bucket refilling faster than the
+		// calls come drops them from its count at once.
+		return 0, false
+	}
+	t, ok := p.own.answeredNth(int64(used) + 1)
+	if !ok || now.Sub(t) < minReading {
+		return 0, false
+	}
+	return snap(now.Sub(t)), true
+}
+
+// roundWindows are the windows servers are configured with.
+var roundWindows = []time.Duration{
+	time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 10 * time.Second,
+	15 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
+	5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
+}
+
+// snap returns the round window just below a bound b that exceeds it by
+// less than a quarter, and b otherwise. A bound from calls leaving the
+// count overshoots the window by up to the client's own gap, a different
+// amount for each client; snapped, the clients agree on the window, and
+// so on their shares.
+func snap(b time.Duration) time.Duration {
+	for i := len(roundWindows) - 1; i >= 0; i-- {
+		if r := roundWindows[i]; r <= b {
+			if b < r+r/4 {
+				return r
+			}
+			break
+		}
+	}
+	return b
+}
+
+// countOf returns the count s reports and the limit it applies to (s's
+// or, without one, the latest known), and false when s carries no count.
+func (p *Pacer) countOf(s Signal) (used, limit float64, ok bool) {
+	limit = float64(s.Limit)
+	if limit <= 0 {
+		limit = p.limit
+	}
+	switch {
+	case s.HasUsed:
+		return float64(s.Used), limit, true
+	case s.HasRemaining && limit > 0:
+		return limit - float64(s.Remaining), limit, true
+	}
+	return 0, limit, false
+}
+
+// bucketReading returns what a short reset says about the window: a token
+// bucket's time until it is full is used × W/limit, so that the window is
+// reset × limit/used; the other algorithms' resets, and a bucket's time to
+// its next token, come out no longer than the window that way too (a
+// bound, never an overestimate), but mostly below minReading. It returns
+// zero when s carries no count.
+func (p *Pacer) bucketReading(s Signal) time.Duration {
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used < max(1, limit/4) {
+		// On a bucket nearly full, a reset to the next token would read
+		// as a window up to limit/used times too long.
+		return 0
+	}
+	return time.Duration(float64(s.Reset) * limit / used)
+}
+
+// refused takes in a refusal at now: a window shorter than the default,
+// read from resets that no turnover has confirmed (see period),
+// may be a misreading (a token bucket whose reset names the next token,
+// not the full bucket), so it doubles, at most once a window, up to the
+// default. It must be called with p.mu held.
+func (p *Pacer) refused(now time.Time) {
+	l := &p.lw
+	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
+		return
+	}
+	ceiling := p.cfg.window
+	if l.bound > 0 {
+		// Own calls that left the count bound the window: a refusal
+		// does not move it past that.
+		ceiling = min(ceiling, l.bound)
+	}
+	if p.window >= ceiling {
+		return
+	}
+	l.floor, l.bumpedAt = min(2*p.window, ceiling), now
+	p.setWindow(max(p.window, l.floor))
+}
+
+// setWindow changes the window to w, scaling the rates so that the
+// client keeps the same share of the limit (every client sees the same
+// resets and scales alike), and restarting the reconstruction of the
+// others' calls, whose slots were cut for the old window. It must be
+// called with p.mu held.
+func (p *Pacer) setWindow(w time.Duration) {
+	w = max(w, time.Millisecond)
+	if w == p.window {
+		return
+	}
+	k := p.window.Seconds() / w.Seconds()
+	p.rate *= k
+	p.others *= k
+	p.window = w
+	p.hist.valid = false
+	if p.rate > 0 {
+		p.clampRate()
+	}
+}
+
+// droppedTo reports whether the count s reports is below half the
+// previous one: the window was emptied, not slid.
+func (p *Pacer) droppedTo(s Signal) bool {
+	if !p.hasUsed || p.used < 2 {
+		return false
+	}
+	switch {
+	case s.HasUsed:
+		return float64(s.Used) < p.used/2
+	case s.HasRemaining && p.limit > 0:
+		return p.limit-float64(s.Remaining) < p.used/2
+	}
+	return false
+}
+
+// turnedOver returns the count predicted at t when a fixed window turns
+// over between the latest report and t: only the slots handed out since
+// the turnover count. It must be called with p.mu held.
+func (p *Pacer) turnedOver(t time.Time) (float64, bool) {
+	l := &p.lw
+	if !l.fixed || l.instant.IsZero() || t.Before(l.instant) || !p.obsAt.Before(l.instant) {
+		return 0, false
+	}
+	u := p.queue.countUntil(t) - p.queue.countUntil(l.instant)
+	u += until(&p.ahead, t) - until(&p.ahead, l.instant)
+	others := p.othersRate() * t.Sub(l.instant).Seconds()
+	return float64(u) + float64(p.own.flyingFrom(l.instant)) + others, true
+}
+
+// untilTurnover returns how long until a fixed window turns over, when the
+// window is known to be fixed and the turnover is at most a window away.
+func (p *Pacer) untilTurnover(now time.Time) (time.Duration, bool) {
+	l := &p.lw
+	if !l.fixed || !l.instant.After(now) || l.instant.Sub(now) > p.window {
+		return 0, false
+	}
+	return l.instant.Sub(now), true
+}
+
+// forgetBefore drops this client's counted calls made before t, when a
+// fixed window turned over at t.
+func (p *Pacer) forgetBefore(t time.Time) {
+	p.own.forgetBefore(t)
+	p.hist.valid = false
+}
+
+// othersSeen reports whether another client's calls were counted within
+// the last two windows: the key is in use, and an idle-key burst would
+// take what the others are about to spend.
+func (p *Pacer) othersSeen(now time.Time) bool {
+	return !p.lw.othersAt.IsZero() && now.Sub(p.lw.othersAt) < 2*p.window
+}

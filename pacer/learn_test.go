@@ -1,0 +1,124 @@
+package pacer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratepace/pace/pacer"
+)
+
+// TestShortResetSetsWindow: a server that resets every 2 s (and says so
+// only in X-RateLimit-Reset) is paced over 2 s, not over the default
+// minute. Before, the default acted as a floor: the gap came out 30 times
+// too long.
+func TestShortResetSetsWindow(t *testing.T) {
+	gapWith := func(reset time.Duration) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c)
+		p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: reset})
+		return gap(p)
+	}
+	short, def := gapWith(2*time.Second), gapWith(0)
+	if ratio := float64(def) / float64(short); ratio < 29 || ratio > 31 {
+		t.Fatalf("gap with a 2s reset = %v, with none = %v: ratio %.1f; want 30 (the window learned from the reset)", short, def, ratio)
+	}
+}
+
+// TestLongestResetWins: a reset read late in a window underestimates it;
+// the longest seen is the window.
+func TestLongestResetWins(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 3 * time.Second})
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 500 * time.Millisecond})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: 3 * time.Second})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap after resets 3s then 0.5s = %v; want %v, as after 3s alone", g, want)
+	}
+}
+
+// TestPolicyWindowWinsOverResets: RateLimit-Policy "w" is the server's
+// word; resets do not move it.
+func TestPolicyWindowWinsOverResets(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Window: 10 * time.Second, Reset: 2 * time.Second})
+	p.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Reset: time.Minute})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 100, Used: 80, HasUsed: true, Window: 10 * time.Second})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap with w=10 and later resets = %v; want %v (w=10 alone)", g, want)
+	}
+}
+
+// TestNoBurstAfterFixedWindowTurnsOver: on a fixed window shared with
+// others, the first response after the window turns over shows a small
+// count. Before, the client subtracted its own calls of the previous
+// window, took the key for idle and fired its burst (issue 11, cause 3).
+func TestNoBurstAfterFixedWindowTurnsOver(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	// A 3 s fixed window, limit 30, four clients: this one sees its share
+	// of the count grow with the others' calls.
+	used := int64(0)
+	for i := 0; i < 12; i++ {
+		d := p.Reserve()
+		c.Advance(d + 200*time.Millisecond)
+		used += 4
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 30 - min(used, 30), HasRemaining: true, Reset: t0.Add(3 * time.Second).Sub(c.Now())})
+		if !c.Now().Before(t0.Add(2900 * time.Millisecond)) {
+			break
+		}
+	}
+	c.Set(t0.Add(3*time.Second + 50*time.Millisecond)) // the window turned over
+	p.Reserve()
+	c.Advance(20 * time.Millisecond)
+	// The first response of the new window: this call and one other.
+	p.Observe(pacer.Signal{Limit: 30, Remaining: 28, HasRemaining: true, Reset: t0.Add(6 * time.Second).Sub(c.Now())})
+	if g := gap(p); g <= 0 {
+		t.Fatalf("gap right after a shared fixed window turned over = %v; want pacing, not a burst", g)
+	}
+}
+
+// TestResetToNextTokenIsNotAWindow: a token bucket whose reset names its
+// next token (W/L away), written as a date rounded to the second, reads as
+// a reset of a few milliseconds. Before, that was taken for the window:
+// the one client that happened to read it believed in a window of
+// milliseconds and took most of the limit from the others (J 0.27).
+func TestResetToNextTokenIsNotAWindow(t *testing.T) {
+	p := newPacer(newFakeClock(t0))
+	p.Observe(pacer.Signal{Limit: 300, Used: 290, HasUsed: true, Reset: 40 * time.Millisecond})
+	q := newPacer(newFakeClock(t0))
+	q.Observe(pacer.Signal{Limit: 300, Used: 290, HasUsed: true})
+	if g, want := gap(p), gap(q); g != want {
+		t.Fatalf("gap after a 40ms reset = %v; want %v, as with no reset (the default window)", g, want)
+	}
+}
+
+// TestFixedWindowTurnoverIsSpread: clients held by a full fixed window
+// until it turns over each go at their own point after the turnover.
+// Before, every client held there called at the turnover itself, and with
+// 4 clients the window was full again before the others' calls showed
+// (429 ratio 4.8%, J 0.82 on a 30/3s clock-aligned window).
+func TestFixedWindowTurnoverIsSpread(t *testing.T) {
+	held := func(seed uint64) time.Duration {
+		c := newFakeClock(t0)
+		p := newPacer(c, pacer.WithSeed(seed))
+		// A 3 s fixed window: the first turnover is seen (count drop at
+		// the named instant), then the next window fills up.
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 10, HasRemaining: true, Reset: 3 * time.Second})
+		c.Set(t0.Add(3*time.Second + 20*time.Millisecond))
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 28, HasRemaining: true, Reset: 3*time.Second - 20*time.Millisecond})
+		c.Set(t0.Add(5 * time.Second))
+		p.Observe(pacer.Signal{Limit: 30, Remaining: 0, HasRemaining: true, Reset: time.Second})
+		return p.Reserve()
+	}
+	a, b := held(1), held(2)
+	if a < time.Second || b < time.Second {
+		t.Fatalf("waits on a full fixed window 1s before it turns over = %v, %v; want at least 1s", a, b)
+	}
+	if a == b {
+		t.Fatalf("two clients held until the turnover both wait %v; want each its own point after it", a)
+	}
+}
