@@ -40,7 +40,7 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 // benchDecisions runs decide over benchKeys keys, serially and from 16
 // goroutines, reports decisions per second and the server's own time per
 // script call (srv-µs/op, from INFO commandstats: meaningful only on a
-// server that runs nothing else, as run by internal/bench/run.sh), and
+// server that runs nothing else, as go run ./bench/cmd/report runs it), and
 // fails unless every call was admitted without error (so the benchmark
 // measured the path it names).
 func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Context, key string) (bool, error)) {

@@ -305,7 +305,7 @@ func fmtRatio(c *cell) string {
 	}
 	s := fmt.Sprintf("%s× (%s–%s)", ratio(c.ratio), ratio(c.lo), ratio(c.hi))
 	if len(c.failures) > 0 {
-		s += fmt.Sprintf(", failed in %d runs", len(c.failures))
+		s += ", failed in " + runsOf(len(c.failures))
 	}
 	return s
 }
