@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/storekit"
 )
 
 // Rates of the Take subtests, in takes per second, slow enough that nothing
@@ -470,8 +469,10 @@ func testRefundAtOnce(c *check) {
 // wantRefundLeaves refunds r at k, whose arrival time (of shape s.b[0]) is
 // tat, and takes again: the new take's receipt shows the arrival time the
 // refund left. The refund was decided at a store time between lo, read just
-// before, and the new take's At; Bucket.Refund is monotonic in that time, so
-// its values at both ends bound what the store may have left.
+// before, and the new take's At; the documented refund (documentedRefund,
+// written out here rather than calling pace.Bucket.Refund, which the store
+// under test may share) is monotonic in that time, so its values at both
+// ends bound what the store may have left.
 func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r pace.Receipt, intact bool) pace.Grant {
 	c.t.Helper()
 	lo := c.storeNow()
@@ -480,8 +481,7 @@ func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r 
 	hi := g.Receipt.At
 	b := s.b[0]
 	left := func(now time.Duration) time.Duration {
-		next, _, _ := b.Refund(tat, r.At, r.Reserved[0], now, storekit.Shifted(intact))
-		return max(next, hi) // the take finds the bucket full if the refund left it so
+		return max(documentedRefund(b.Interval(), tat, r.At, r.Reserved[0], now, intact), hi) // the take finds the bucket full if the refund left it so
 	}
 	want0, want1 := left(lo), left(hi)
 	if got := g.Receipt.Reserved[0] - b.Interval(); got < want0 || got > want1 {
@@ -490,6 +490,21 @@ func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r 
 			what, k, s.desc, got-base, want0-base, want1-base, tat-base, lo-base, hi-base)
 	}
 	return g
+}
+
+// documentedRefund is the arrival time the Store contract says a refund at
+// now leaves, for a take of interval i decided at taken that moved the
+// arrival time to reserved, on a key whose arrival time is tat: the take's
+// refill ends at reserved while it is intact, else no earlier than one
+// interval after its decision; what of it lies after now is given back, and
+// the bucket is never left above full (before now).
+func documentedRefund(i, tat, taken, reserved, now time.Duration, intact bool) time.Duration {
+	end := taken + i
+	if intact {
+		end = reserved
+	}
+	give := min(i, max(0, end-now))
+	return max(tat-give, now)
 }
 
 // testRefundLate pins that a take given back late gives back only the part

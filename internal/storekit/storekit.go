@@ -5,7 +5,6 @@ package storekit
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -44,20 +43,6 @@ func Grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen ui
 // reorders), and so that a Lua script's doubles hold it and the counts
 // after it exactly.
 func NewGen() uint64 { return rand.Uint64() >> 12 }
-
-// CheckShapes reports an error wrapping pace.ErrInvalidArgument unless
-// there are 1 to pace.MaxShapes shapes, none of them the zero Bucket.
-func CheckShapes(shapes []pace.Bucket) error {
-	if len(shapes) < 1 || len(shapes) > pace.MaxShapes {
-		return fmt.Errorf("%w: %d shapes; want 1 to %d", pace.ErrInvalidArgument, len(shapes), pace.MaxShapes)
-	}
-	for i, b := range shapes {
-		if b.Tolerance() <= 0 {
-			return fmt.Errorf("%w: shape %d is the zero Bucket", pace.ErrInvalidArgument, i)
-		}
-	}
-	return nil
-}
 
 // Shifted is the shifted argument of pace.RefundAll for a store that keeps a
 // reorder count per key rather than a total of out-of-order refunds: 0 when
