@@ -36,6 +36,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/ratepace/pace"
 )
 
@@ -102,4 +103,22 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// collectors is one prometheus.Collector made of several, so that the
+// metrics of one constructor register (or fail to) all or nothing.
+type collectors []prometheus.Collector
+
+// Describe implements prometheus.Collector.
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
 }

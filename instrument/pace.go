@@ -30,20 +30,6 @@ func (m *paceMetrics) Reserved(ok bool) {
 // Returned implements pace.Observer.
 func (m *paceMetrics) Returned() { m.returned.Inc() }
 
-// Describe implements prometheus.Collector.
-func (m *paceMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.reservations.Describe(ch)
-	m.returned.Describe(ch)
-	m.rows.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (m *paceMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.reservations.Collect(ch)
-	m.returned.Collect(ch)
-	m.rows.Collect(ch)
-}
-
 // NewPace returns pace.New(perSecond, opts...) with its decisions counted in
 // three metrics registered on reg:
 //
@@ -89,7 +75,7 @@ func NewPace(perSecond float64, reg prometheus.Registerer, opts ...pace.Option) 
 		return nil, err
 	}
 	m.rows = rowsGauge("", "rows", "Live rows of the Pace: keys whose bucket was not full when last looked at.", p.Len)
-	if err := reg.Register(m); err != nil {
+	if err := reg.Register(collectors{m.reservations, m.returned, m.rows}); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -51,22 +51,6 @@ func (m *sharedMetrics) Returned(path pace.SharedPath) {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (m *sharedMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.decisions.Describe(ch)
-	m.roundTrips.Describe(ch)
-	m.returns.Describe(ch)
-	m.rows.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (m *sharedMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.decisions.Collect(ch)
-	m.roundTrips.Collect(ch)
-	m.returns.Collect(ch)
-	m.rows.Collect(ch)
-}
-
 // NewShared returns pace.NewShared(s, perSecond, opts...) with what it does
 // counted in four metrics registered on reg:
 //
@@ -128,7 +112,7 @@ func NewShared(s pace.Store, perSecond float64, reg prometheus.Registerer, opts 
 		return nil, err
 	}
 	m.rows = rowsGauge("shared", "local_rows", "Rows of the Shared's local tier: keys refused within the last horizon.", p.Len)
-	if err := reg.Register(m); err != nil {
+	if err := reg.Register(collectors{m.decisions, m.roundTrips, m.returns, m.rows}); err != nil {
 		return nil, err
 	}
 	return p, nil
