@@ -1,9 +1,6 @@
 package pace
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // The sweep is how a table of buckets forgets the keys that stopped taking.
 //
@@ -129,50 +126,4 @@ func (t *Buckets) sweep(sh *shard, now int64) {
 		sh.rebuild(live)
 	}
 	sh.swept = max(int64(live), recent)
-}
-
-// rebuild replaces sh's table by one sized for n rows (nil when the shard
-// holds none), moving every live row across, and returns it. Each old slot is
-// marked moved first, so a decision racing with the move retries on the new
-// table instead of writing to the old one. The caller holds sh.mu.
-func (sh *shard) rebuild(n int) *slotTable {
-	old := sh.tab.Load()
-	var tab *slotTable
-	if n > 0 {
-		tab = newSlotTable(n)
-	}
-	copied := 0
-	if old != nil {
-		for i := range old.keys {
-			k := old.keys[i].Load()
-			if k == 0 {
-				continue
-			}
-			v := old.tats[i].Swap(moved)
-			if v <= deleted {
-				continue
-			}
-			if tab == nil { // n undercounted the live rows; never drop one
-				tab = newSlotTable(1)
-			}
-			d := tab.free(k)
-			tab.tats[d].Store(v)
-			tab.keys[d].Store(k)
-			copied++
-		}
-	}
-	sh.tab.Store(tab)
-	sh.used = copied
-	sh.live.Store(int64(copied))
-	return tab
-}
-
-// newSlotTable returns an empty table for n rows: the smallest power of two,
-// at least minSlots, that keeps the load at or below one half.
-func newSlotTable(n int) *slotTable {
-	size := minSlots
-	for 2*n > size {
-		size *= 2
-	}
-	return &slotTable{keys: make([]atomic.Uint64, size), tats: make([]atomic.Int64, size), mask: uint64(size - 1)}
 }
