@@ -19,11 +19,12 @@ const BurstRefillWindow = time.Hour
 // The zero value is an absent slot: Count 0 and, at its first admission, a
 // full budget.
 //
-// The arithmetic of AdmitBurst, AssessBurst, RefreshBurst and ReleaseBurst is
-// the reference for every backend. Each step's drain or refill is computed as
-// floor(a × b / c) in IEEE-754 double precision on integer nanoseconds, so a
-// Lua script or a SQL function doing the same operations in the same order
-// reaches the same state to the nanosecond.
+// The arithmetic of AdmitBurst, RefreshBurst and ReleaseBurst (each first
+// brings the budget up to date at the live count) is the reference for every
+// backend. Each step's drain or refill is computed as floor(a × b / c) in
+// IEEE-754 double precision on integer nanoseconds, so a Lua script or a SQL
+// function doing the same operations in the same order reaches the same
+// state to the nanosecond.
 type BurstSlotState struct {
 	Count          int64         // live connections
 	BurstRemaining time.Duration // budget left, in [0, BurstBudget]
@@ -58,7 +59,7 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 	if st.LastAssessed.IsZero() {
 		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}
 	} else {
-		AssessBurst(st, now)
+		assessBurst(st, now)
 	}
 	st.Sustained, st.BurstBudget = sustained, burstBudget
 	st.BurstRemaining = min(st.BurstRemaining, burstBudget)
@@ -74,7 +75,7 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 	return true
 }
 
-// AssessBurst charges or refills the interval from st.LastAssessed to now at
+// assessBurst charges or refills the interval from st.LastAssessed to now at
 // the live count, with the parameters persisted in st. A slot whose idle TTL
 // has run out is charged at its count up to Expires; then its holders are
 // presumed gone and its count drops to zero, while the budget it burned stays
@@ -83,7 +84,7 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 // nothing and does not move LastAssessed back. The zero state (an absent
 // slot) is left as it is, so that a release or a heartbeat on a slot that
 // does not exist cannot turn it into one with an empty budget.
-func AssessBurst(st *BurstSlotState, now time.Time) {
+func assessBurst(st *BurstSlotState, now time.Time) {
 	if st.LastAssessed.IsZero() {
 		return
 	}
@@ -131,7 +132,7 @@ func mulDiv(a, b, c time.Duration) time.Duration {
 // whose TTL has already run out, so a stray heartbeat cannot resurrect a
 // reaped counter.
 func RefreshBurst(st *BurstSlotState, ttl time.Duration, now time.Time) {
-	AssessBurst(st, now)
+	assessBurst(st, now)
 	if st.Count > 0 {
 		st.Expires = now.Add(ttl)
 	}
@@ -141,7 +142,7 @@ func RefreshBurst(st *BurstSlotState, ttl time.Duration, now time.Time) {
 // connection, clamped at zero. This prevents disconnecting burst holders from
 // erasing the budget they consumed.
 func ReleaseBurst(st *BurstSlotState, now time.Time) {
-	AssessBurst(st, now)
+	assessBurst(st, now)
 	if st.Count > 0 {
 		st.Count--
 	}
@@ -153,7 +154,7 @@ func ReleaseBurst(st *BurstSlotState, now time.Time) {
 // conservative: a slot with a deficit, or above sustained, is kept two
 // whole BurstRefillWindows after its last activity or expiry, whichever is
 // later. A tighter bound (the exact refill time of the deficit) can fall a
-// nanosecond short, because AssessBurst floors each piece of a refill split
+// nanosecond short, because assessBurst floors each piece of a refill split
 // at the expiry, and double precision rounds products beyond 2⁵³; one
 // window refills a full budget from empty, and the second absorbs every
 // rounding. The zero state reports the zero time.

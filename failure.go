@@ -19,26 +19,15 @@ const (
 	// allowed=false with the configured retryAfter (see
 	// FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
 	// acquired=false with current set to the limit (or the ceiling), which
-	// reads as a hard-wall rejection.
-	//
-	// Choose it when the limit protects something that must not be
-	// overrun (a paid upstream quota, a password-guessing endpoint, a
-	// database that falls over under load): an outage of the limiter's
-	// backend becomes an outage of the limited service, but never an
-	// unlimited one.
+	// reads as a hard-wall rejection. For limits that must never be overrun:
+	// an outage of the backend becomes an outage of the limited service.
 	FailClosed FailurePolicy = iota + 1
 
 	// FailOpen admits when the backend fails: TokenBucket reports
 	// allowed=true, AcquireSlot and AcquireSlotBurst acquired=true with
-	// current 0 (the count is unknown).
-	//
-	// Choose it when the limit is a fairness measure and availability
-	// matters more: an outage of the limiter's backend then leaves the
-	// service up but unlimited for as long as it lasts, and whoever can
-	// make the backend fail (by flooding it, say) can lift the limit. Slots
-	// admitted open were never counted, so their later ReleaseSlot, once the
-	// backend is back, decrements a counter that never held them: it is
-	// clamped at zero, but may briefly let another holder in early.
+	// current 0 (the count is unknown). For fairness limits where
+	// availability matters more: the service stays up but unlimited, and
+	// whoever can make the backend fail can lift the limit.
 	FailOpen
 )
 
@@ -71,11 +60,11 @@ type failureConfig struct {
 	retryAfter time.Duration
 }
 
-// DefaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
+// defaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
 // reports when FailClosedRetryAfter is not given: long enough that callers
 // who honour it do not hammer a failing backend, short enough that service
 // resumes promptly once it is back.
-const DefaultFailClosedRetryAfter = time.Second
+const defaultFailClosedRetryAfter = time.Second
 
 // OnFailure reports every decision made in place of the backend to h (see
 // FailureHook). The default is none. A nil h keeps the default; a second
@@ -86,56 +75,26 @@ func OnFailure(h FailureHook) FailureOption {
 
 // FailClosedRetryAfter sets the retryAfter that TokenBucket reports when it
 // refuses under FailClosed because the backend failed. It must be above zero;
-// the default is DefaultFailClosedRetryAfter. FailOpen ignores it.
+// the default is one second. FailOpen ignores it.
 func FailClosedRetryAfter(d time.Duration) FailureOption {
 	return func(c *failureConfig) { c.retryAfter = d }
 }
 
-// WithFailurePolicy returns a Store that forwards every call to s, bounds each
-// call by timeout, and turns a backend failure of a decision (TokenBucket,
-// AcquireSlot, AcquireSlotBurst) into the explicit decision of policy, with a
-// nil error, reported to the FailureHook given by OnFailure.
+// WithFailurePolicy returns a Store that forwards every call to s, bounds
+// each by timeout (0: only the caller's own deadline), and turns a backend
+// failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst) into the
+// explicit decision of policy, with a nil error, reported to the hook of
+// OnFailure. Invalid arguments (checked before s is called), ErrClosed, and
+// any error once the caller's ctx is done are returned as they are, as is
+// every error of the methods that decide nothing (Take, TakeMany and Refund
+// among them: Shared has a fallback of its own). Close closes s; every later
+// call returns an error wrapping ErrClosed.
 //
-// A backend failure is any non-nil error from s, including one caused by the
-// timeout expiring (context.DeadlineExceeded), except:
-//   - an error wrapping ErrInvalidArgument: the wrapper validates the
-//     arguments itself before calling s (ValidateTokenBucket, ValidateSlot,
-//     ValidateSlotBurst), so bad input gets its error even when the backend is
-//     down, and never an allow-all under FailOpen;
-//   - an error wrapping ErrClosed, from s or from the wrapper after Close;
-//   - any error once the caller's ctx is done (canceled, or its own deadline
-//     passed): the caller has given up, and gets the backend's error back,
-//     which normally wraps ctx.Err().
-//
-// Those errors are returned as they are. The other methods (ReleaseSlot,
-// RefreshSlot, ReleaseSlotBurst, RefreshSlotBurst, Get, Set, Delete, and
-// Take, TakeMany and Refund, whose caller Shared has a fallback of its own)
-// have no decision to substitute: they get the timeout too, and return every
-// error unchanged, without calling the hook. Close closes s with the caller's ctx
-// (no timeout) and makes every later call on the wrapper return an error
-// wrapping ErrClosed without reaching s; it is idempotent if s.Close is.
-//
-// timeout bounds each call through context.WithTimeout on the caller's ctx;
-// 0 means no bound beyond the caller's own deadline. A backend that honours
-// its context (as every Store must) then answers within timeout, with an
-// error the policy turns into a decision. Choose timeout from the backend's
-// normal latency (a few milliseconds on a local Redis or PostgreSQL), not
-// from the caller's patience: a decision that waits for a dead backend holds
-// the request that asked for it. Each bounded call allocates a context and a
-// timer.
-//
-// The result is safe for concurrent use by multiple goroutines if s is. The
-// error wraps ErrInvalidArgument when s is nil, policy is neither FailOpen
-// nor FailClosed, timeout is negative, or FailClosedRetryAfter is not above
-// zero.
-//
-// Wrapping an instrumented store (package instrument) keeps the real backend
-// errors and latencies visible in its metrics, while the hook counts the
-// decisions made in their place:
-//
-//	inner, err := instrument.Wrap(redisStore, reg)
-//	hook, err := instrument.FailureHook(reg)
-//	s, err := pace.WithFailurePolicy(inner, pace.FailClosed, 50*time.Millisecond, pace.OnFailure(hook))
+// The error wraps ErrInvalidArgument when s is nil, policy is neither
+// FailOpen nor FailClosed, timeout is negative, or FailClosedRetryAfter is
+// not above zero. The result is safe for concurrent use if s is. How to
+// choose the policy and the timeout, and how to count the decisions, is in
+// docs/metrics.md.
 func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...FailureOption) (Store, error) {
 	if s == nil {
 		return nil, invalid("nil store")
@@ -146,7 +105,7 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if timeout < 0 {
 		return nil, invalid("negative timeout %v", timeout)
 	}
-	cfg := failureConfig{retryAfter: DefaultFailClosedRetryAfter}
+	cfg := failureConfig{retryAfter: defaultFailClosedRetryAfter}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -176,7 +135,7 @@ type failureStore struct {
 
 var _ Store = (*failureStore)(nil)
 
-var errFailureClosed = fmt.Errorf("%w (failure policy wrapper)", ErrClosed)
+var errFailureClosed = fmt.Errorf("pace: failure policy wrapper: %w", ErrClosed)
 
 func noCancel() {}
 

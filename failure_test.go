@@ -250,8 +250,8 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
 	s := mustFailurePolicy(t, &failingStore{err: errBackendDown}, pace.FailClosed, 0)
 	ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
-	if ok || d != pace.DefaultFailClosedRetryAfter || err != nil {
-		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, pace.DefaultFailClosedRetryAfter)
+	if ok || d != time.Second || err != nil { // the documented default of FailClosedRetryAfter
+		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, time.Second)
 	}
 }
 

@@ -31,7 +31,7 @@ func NewMemo(s Store, ttl time.Duration) (*Memo, error) {
 	if s == nil {
 		return nil, invalid("nil Store")
 	}
-	if err := ValidateTTL(ttl); err != nil {
+	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
 	return &Memo{s: s, ttl: ttl}, nil

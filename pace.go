@@ -1,15 +1,3 @@
-// Package pace answers "may this key make one more request now?" in tens of
-// nanoseconds, with memory bounded by the keys that actually took, not by
-// the keys that were named.
-//
-// Pace is the keyed pace of N events per second per key, for token
-// endpoints, API gateways and game or chat servers. Buckets is the same table
-// with a bucket shape per call. Store is the interface for state shared
-// across processes (token buckets, connection slots with a sustained/ceiling
-// burst model, memoised values), implemented in memory by package memory and
-// on Redis and PostgreSQL by the nested modules redisstore and pgstore.
-// Bucket and the burst functions (AdmitBurst and friends) are the pure
-// arithmetic every implementation decides with.
 package pace
 
 import (

@@ -47,10 +47,9 @@ const MaxKeyLen = 4096
 // per key; operations on different keys may interleave freely.
 //
 // Implementations return errors wrapping ErrInvalidArgument for arguments out
-// of range (see ValidateTokenBucket, ValidateSlot, ValidateSlotBurst,
-// ValidateTake, ValidateTakeMany, ValidateKey and ValidateTTL, which every
-// implementation calls), ErrNotFound
-// from Get for an absent key, and ErrClosed from every method after Close.
+// of range (the Validate functions check them, one per method, and every
+// implementation calls them), ErrNotFound from Get for an absent key, and
+// ErrClosed from every method after Close.
 // Being limited is not an error: it is reported through allowed or acquired.
 // The package storetest checks an implementation against this contract.
 type Store interface {
@@ -154,9 +153,11 @@ type Store interface {
 	Close(ctx context.Context) error
 }
 
-// invalid returns an error wrapping ErrInvalidArgument.
+// invalid returns an error wrapping ErrInvalidArgument, in the order every
+// package of the module writes its errors: "pace: what went wrong: " and
+// then the sentinel's text.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+	return fmt.Errorf("pace: "+format+": %w", append(args, ErrInvalidArgument)...)
 }
 
 // finitePositive reports whether x is a finite number above zero.
@@ -164,21 +165,44 @@ func finitePositive(x float64) bool {
 	return x > 0 && !math.IsInf(x, 1) // NaN fails x > 0
 }
 
-// ValidateKey checks a key: it must be non-empty and at most MaxKeyLen bytes.
-// The returned error wraps ErrInvalidArgument.
+// The Validate functions check the arguments of the Store methods, one
+// function per method (or per group of methods with the same arguments), so
+// that every implementation rejects the same calls with the same errors,
+// before it touches its backend. Each returns nil or an error wrapping
+// ErrInvalidArgument that never contains the key.
+
+// ValidateKey checks the key of every Store method, and is all that Get,
+// Delete, ReleaseSlot and ReleaseSlotBurst check: it must be non-empty and
+// at most MaxKeyLen bytes.
 func ValidateKey(key string) error {
-	if key == "" {
-		return invalid("empty key")
-	}
-	if len(key) > MaxKeyLen {
-		return invalid("key of %d bytes exceeds MaxKeyLen (%d)", len(key), MaxKeyLen)
+	if why := badKey(key); why != "" {
+		return invalid("%s", why)
 	}
 	return nil
 }
 
-// ValidateTTL checks a TTL: it must not be negative. Zero is valid where the
-// method gives it a meaning (Set: no expiry).
-func ValidateTTL(ttl time.Duration) error {
+// badKey returns what is wrong with key, or "" when nothing is.
+func badKey(key string) string {
+	switch {
+	case key == "":
+		return "empty key"
+	case len(key) > MaxKeyLen:
+		return fmt.Sprintf("key of %d bytes exceeds MaxKeyLen (%d)", len(key), MaxKeyLen)
+	}
+	return ""
+}
+
+// ValidateSet checks the arguments of Store.Set: the key, and a ttl that is
+// not negative (0 means no expiry).
+func ValidateSet(key string, ttl time.Duration) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	return validateTTL(ttl)
+}
+
+// validateTTL checks a TTL that may be zero (no expiry) but not negative.
+func validateTTL(ttl time.Duration) error {
 	if ttl < 0 {
 		return invalid("negative ttl %v", ttl)
 	}
@@ -225,7 +249,8 @@ func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl ti
 	return validateSlotTTL(ttl)
 }
 
-// ValidateRefresh checks the arguments of RefreshSlot and RefreshSlotBurst.
+// ValidateRefresh checks the arguments of Store.RefreshSlot and
+// Store.RefreshSlotBurst: the key, and ttl above zero.
 func ValidateRefresh(key string, ttl time.Duration) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -243,10 +268,9 @@ func validateSlotTTL(ttl time.Duration) error {
 // MaxShapes is the most bucket shapes one Store.Take may apply to a key.
 const MaxShapes = 4
 
-// ValidateShapes checks the shapes of Store.Take, TakeMany and Refund: one
-// to MaxShapes of them, none the zero Bucket. The error wraps
-// ErrInvalidArgument.
-func ValidateShapes(shapes []Bucket) error {
+// validateShapes checks the shapes of Store.Take, TakeMany and Refund: one
+// to MaxShapes of them, none the zero Bucket.
+func validateShapes(shapes []Bucket) error {
 	if len(shapes) < 1 || len(shapes) > MaxShapes {
 		return invalid("%d shapes; want 1 to %d", len(shapes), MaxShapes)
 	}
@@ -258,29 +282,28 @@ func ValidateShapes(shapes []Bucket) error {
 	return nil
 }
 
-// ValidateTake checks the arguments of Store.Take and Store.Refund: the key
-// (ValidateKey) and the shapes (ValidateShapes).
+// ValidateTake checks the arguments of Store.Take and Store.Refund: the key,
+// and one to MaxShapes shapes, none the zero Bucket.
 func ValidateTake(key string, shapes []Bucket) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	return ValidateShapes(shapes)
+	return validateShapes(shapes)
 }
 
-// ValidateTakeMany checks the arguments of Store.TakeMany: every key
-// (ValidateKey), the shapes (ValidateShapes), and one Grant in out per key.
-// No keys at all is valid. The error names a bad key by its index, never by
-// its text.
+// ValidateTakeMany checks the arguments of Store.TakeMany: every key, the
+// shapes (as ValidateTake), and one Grant in out per key. No keys at all is
+// valid. The error names a bad key by its index, never by its text.
 func ValidateTakeMany(keys []string, shapes []Bucket, out []Grant) error {
 	if len(out) != len(keys) {
 		return invalid("%d grants for %d keys", len(out), len(keys))
 	}
 	for i, k := range keys {
-		if err := ValidateKey(k); err != nil {
-			return fmt.Errorf("%w (keys[%d])", err, i)
+		if why := badKey(k); why != "" {
+			return invalid("keys[%d]: %s", i, why)
 		}
 	}
-	return ValidateShapes(shapes)
+	return validateShapes(shapes)
 }
 
 // Grant is the outcome of a take of several bucket shapes at one key, all or

@@ -19,7 +19,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"empty key", pace.ValidateKey("")},
 		{"huge key", pace.ValidateKey(huge)},
-		{"negative ttl", pace.ValidateTTL(-time.Nanosecond)},
+		{"negative ttl", pace.ValidateSet("k", -time.Nanosecond)},
+		{"set empty key", pace.ValidateSet("", time.Second)},
 		{"slot limit 0", pace.ValidateSlot("k", 0, time.Second)},
 		{"slot ttl 0", pace.ValidateSlot("k", 1, 0)},
 		{"slot ttl negative", pace.ValidateSlot("k", 1, -time.Second)},
@@ -39,7 +40,7 @@ func TestValidate(t *testing.T) {
 	}
 	valid := []error{
 		pace.ValidateKey(huge[:pace.MaxKeyLen]),
-		pace.ValidateTTL(0),
+		pace.ValidateSet("k", 0),
 		pace.ValidateSlot("k", 1, time.Nanosecond),
 		pace.ValidateSlotBurst("k", 4, 4, 0, time.Second),
 		pace.ValidateSlotBurst("k", 4, 8, time.Minute, time.Second),
