@@ -442,10 +442,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if err := s.begin(ctx, "Set"); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := pace.ValidateTTL(ttl); err != nil {
+	if err := pace.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	v := append([]byte(nil), value...) // copied before the lock is taken
