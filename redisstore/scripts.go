@@ -175,7 +175,8 @@ local function charge(ts, tn)
   end
 end
 
--- assess is AssessBurst (on a state known to exist).
+-- assess is the assessment every pace burst function starts with
+-- (assessBurst in burst.go), on a state known to exist.
 local function assess()
   if c > 0 and (ns > es or (ns == es and nn >= en)) then
     charge(es, en)

@@ -304,10 +304,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := pace.ValidateTTL(ttl); err != nil {
+	if err := pace.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	if value == nil {
