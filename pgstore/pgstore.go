@@ -433,10 +433,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateKey(key); err != nil {
-		return err
-	}
-	if err := pace.ValidateTTL(ttl); err != nil {
+	if err := pace.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	if value == nil {

@@ -211,7 +211,8 @@ BEGIN
 END
 $$;
 
--- burst_assess is pace.AssessBurst on a present slot.
+-- burst_assess is the assessment every pace burst function starts with
+-- (assessBurst in burst.go), on a present slot.
 CREATE OR REPLACE FUNCTION @schema@.burst_assess(st @schema@.bursts, p_now bigint) RETURNS @schema@.bursts
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
