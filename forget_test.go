@@ -10,9 +10,9 @@ import (
 	"github.com/ratepace/pace"
 )
 
-// TestForgetIsNotLostToConcurrentTakes is the regression test for issue 8.7:
-// Forget read the slot once and tried one compare-and-swap, so a take that
-// moved the slot in between made it give up and leave the bucket drained.
+// TestForgetIsNotLostToConcurrentTakes pins a bug: Forget read the slot once
+// and tried one compare-and-swap, so a take that moved the slot in between
+// made it give up and leave the bucket drained.
 //
 // Every key first spends 1000 tokens of a large bucket. Then one goroutine
 // forgets the keys one after another while another keeps taking one token

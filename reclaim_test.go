@@ -9,12 +9,13 @@ import (
 	"github.com/ratepace/pace"
 )
 
-// reclaimFlood is the size of the floods below. The issue's figures were taken
-// with 200,000: go test -run 'LongShape|LenReclaims' -v . -args -flood=200000
+// reclaimFlood is the size of the floods below. For figures at 200,000 keys:
+// go test -run 'LongShape|LenReclaims' -v . -args -flood=200000
 var reclaimFlood = flag.Int("flood", 20_000, "keys in the floods of the reclamation tests")
 
-// floodAfterLongShape reproduces issue 8.9: one take of a long-refill shape
-// (100 tokens at one per hour), then a flood of n keys of one-second
+// floodAfterLongShape reproduces a bug of the sweep, which once kept every
+// row for the longest refill the table had seen: one take of a long-refill
+// shape (100 tokens at one per hour), then a flood of n keys of one-second
 // buckets, on a fresh table. It returns the table and its clock.
 func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *clock) {
 	t.Helper()

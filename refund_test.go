@@ -60,10 +60,11 @@ type held struct {
 	at time.Duration
 }
 
-// TestOutOfOrderReturnsNeverOverPace pins the review's reproduction: at 2/s
-// (capacity 2), reserve A and B, return A at once; at 500 ms take 2 events,
-// return B, take again. The third take at 500 ms must be refused: B's place
-// moved earlier when A was given back, and by 500 ms it had refilled.
+// TestOutOfOrderReturnsNeverOverPace pins an over-admission that refunds out
+// of order once allowed: at 2/s (capacity 2), reserve A and B, return A at
+// once; at 500 ms take 2 events, return B, take again. The third take at
+// 500 ms must be refused: B's place moved earlier when A was given back,
+// and by 500 ms it had refilled.
 func TestOutOfOrderReturnsNeverOverPace(t *testing.T) {
 	p, c := newPaceT(t, 2)
 	a, b := p.Reserve("k"), p.Reserve("k")
@@ -78,9 +79,10 @@ func TestOutOfOrderReturnsNeverOverPace(t *testing.T) {
 	}
 }
 
-// TestHalfReturnedThenDrained is the review's second reproduction, on a fake
-// clock: pace 10/s, reserve 10, return 5, 500 ms later drain, return the
-// other 5, drain again. The kept events must stay within rate × T + capacity.
+// TestHalfReturnedThenDrained is a second over-admission that refunds out of
+// order once allowed, on a fake clock: pace 10/s, reserve 10, return 5,
+// 500 ms later drain, return the other 5, drain again. The kept events must
+// stay within rate × T + capacity.
 func TestHalfReturnedThenDrained(t *testing.T) {
 	p, c := newPaceT(t, 10)
 	k := newKept(10)
@@ -111,9 +113,9 @@ func TestHalfReturnedThenDrained(t *testing.T) {
 	k.check(t, "reserve 10, return 5, drain at 500 ms, return 5, drain")
 }
 
-// TestRandomReturnOrders searches, as the review did, for an order and
-// timing of returns that over-admits: many keys' worth of random schedules at
-// 10/s, each return picking any outstanding reservation.
+// TestRandomReturnOrders searches for an order and timing of returns that
+// over-admits: many keys' worth of random schedules at 10/s, each return
+// picking any outstanding reservation.
 func TestRandomReturnOrders(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -162,9 +164,9 @@ func TestReturnIsExactWhenInOrder(t *testing.T) {
 }
 
 // TestCopiedReservationReturnsOnce: a second Return through a copy of a
-// reservation gives nothing back (the review got 14 kept events at capacity
-// 10 from five copies), whether the first Return gave back the key's latest
-// event or one below others.
+// reservation gives nothing back (five copies once kept 14 events at
+// capacity 10), whether the first Return gave back the key's latest event or
+// one below others.
 func TestCopiedReservationReturnsOnce(t *testing.T) {
 	for _, latest := range []bool{true, false} {
 		p, _ := newPaceT(t, 10)
@@ -327,7 +329,7 @@ func TestSlowCheckDecideAfter(t *testing.T) {
 // any outstanding reservation at any time, and clock steps, and checks the
 // kept events of each key against rate × T + capacity in every window.
 func FuzzReturnAnyOrder(f *testing.F) {
-	f.Add(uint16(200), []byte{1, 1, 0x02, 0x20, 1, 1, 0x06, 1})           // the review's 2/s case
+	f.Add(uint16(200), []byte{1, 1, 0x02, 0x20, 1, 1, 0x06, 1})           // TestOutOfOrderReturnsNeverOverPace's 2/s case
 	f.Add(uint16(1000), []byte{1, 1, 1, 1, 1, 0x02, 0x02, 0x7c, 1, 1, 1}) // 10/s: return half, wait, drain
 	f.Add(uint16(100), []byte{0x81, 1, 0x82, 0x7c, 0x81, 0x06})           // two keys interleaved
 	f.Add(uint16(7), []byte{1, 1, 0xfc, 0x0a, 1, 0xfe, 1})                // 0.07/s: slower than one per second
