@@ -20,7 +20,11 @@ func ExampleNew() {
 	})
 	defer client.Close()
 
-	store, err := pace.WithFailurePolicy(redisstore.New(client), pace.FailClosed, 50*time.Millisecond)
+	rs, err := redisstore.New(client)
+	if err != nil {
+		panic(err)
+	}
+	store, err := pace.WithFailurePolicy(rs, pace.FailClosed, 50*time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
@@ -46,6 +50,9 @@ func ExampleNew_cluster() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	store := redisstore.New(client, redisstore.WithPrefix("api:"))
+	store, err := redisstore.New(client, redisstore.WithPrefix("api:"))
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close(context.Background())
 }

@@ -81,7 +81,7 @@ func TestFaults(t *testing.T) {
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	s := New(c)
+	s := mustNew(t, c)
 
 	var stats loadStats
 	tick := make(chan struct{}, 1)

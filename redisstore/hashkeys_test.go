@@ -23,7 +23,7 @@ const testSecret = "0123456789abcdef0123456789abcdef"
 func TestContractHashedKeys(t *testing.T) {
 	c := testClient(t)
 	storetest.Run(t, func(t *testing.T) pace.Store {
-		return New(c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)))
+		return mustNew(t, c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)))
 	})
 }
 
@@ -37,7 +37,7 @@ func TestHashedKeysHideClientIDs(t *testing.T) {
 	c := testClient(t)
 	prefix := testPrefix(t, c)
 	secret := []byte(testSecret)
-	s := New(c, WithPrefix(prefix), WithHashedKeys(secret))
+	s := mustNew(t, c, WithPrefix(prefix), WithHashedKeys(secret))
 	ctx := context.Background()
 	const id = "client-42@203.0.113.7"
 	shapes := takemodel.WriteAll(t, s, id)
@@ -66,35 +66,29 @@ func TestHashedKeysHideClientIDs(t *testing.T) {
 		}
 	}
 
-	same := New(c, WithPrefix(prefix), WithHashedKeys(secret))
+	same := mustNew(t, c, WithPrefix(prefix), WithHashedKeys(secret))
 	if g, err := same.Take(ctx, id, shapes); g.OK || err != nil {
 		t.Errorf("Take through a Store with the same secret = %+v, %v; want refused (the key's one take is spent)", g, err)
 	}
-	other := New(c, WithPrefix(prefix), WithHashedKeys([]byte(strings.ToUpper(testSecret))))
+	other := mustNew(t, c, WithPrefix(prefix), WithHashedKeys([]byte(strings.ToUpper(testSecret))))
 	if g, err := other.Take(ctx, id, shapes); !g.OK || err != nil {
 		t.Errorf("Take through a Store with another secret = %+v, %v; want OK (another key)", g, err)
 	}
 }
 
-// TestHashedKeysShortSecret checks that a secret shorter than MinKeySecret
-// makes every method fail with ErrInvalidArgument, and that the Store keeps
-// its own copy of the secret.
+// TestHashedKeysShortSecret checks that New refuses a secret shorter than
+// MinKeySecret with ErrInvalidArgument, and that the Store keeps its own
+// copy of the secret.
 func TestHashedKeysShortSecret(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { c.Close() })
-	ctx := context.Background()
 	for _, secret := range [][]byte{nil, {}, []byte("fifteen bytes!!")} {
-		s := New(c, WithHashedKeys(secret))
-		_, _, err1 := s.TokenBucket(ctx, "k", 1, 1, 1)
-		_, err2 := s.Take(ctx, "k", []pace.Bucket{mustBucket(t, 1, 1, 1)})
-		for i, err := range []error{err1, err2, s.Delete(ctx, "k")} {
-			if !errors.Is(err, pace.ErrInvalidArgument) {
-				t.Errorf("secret of %d bytes: call %d = %v; want an error wrapping ErrInvalidArgument", len(secret), i, err)
-			}
+		if s, err := New(c, WithHashedKeys(secret)); s != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("New(WithHashedKeys(%d bytes)) = %v, %v; want nil and an error wrapping ErrInvalidArgument", len(secret), s, err)
 		}
 	}
 	secret := []byte(testSecret)
-	s := New(c, WithHashedKeys(secret))
+	s := mustNew(t, c, WithHashedKeys(secret))
 	before := s.keys.key("k", nsTake)
 	secret[0] ^= 1
 	if after := s.keys.key("k", nsTake); after != before {

@@ -39,7 +39,7 @@ type keyer struct {
 // store in the slot of that tag.
 func checkPrefix(prefix string) error {
 	if i := strings.IndexByte(prefix, '{'); i >= 0 && i+1 < len(prefix) && prefix[i+1] == '}' {
-		return fmt.Errorf("%w: key prefix %q holds an empty hash tag", pace.ErrInvalidArgument, prefix)
+		return fmt.Errorf("redisstore: key prefix %+q holds an empty hash tag: %w", prefix, pace.ErrInvalidArgument)
 	}
 	return nil
 }

@@ -30,8 +30,7 @@ func defaults() config {
 // A prefix may hold a Redis Cluster hash tag of its own ("app{1}:"): every
 // key of the store then lands in that one slot. A prefix whose first "{" is
 // followed at once by "}" would scatter the namespaces of a key across slots,
-// so every method of a Store built with one returns an error wrapping
-// pace.ErrInvalidArgument.
+// so New refuses it with an error wrapping pace.ErrInvalidArgument.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
@@ -51,12 +50,12 @@ func withClock(clock func() time.Time) Option {
 // It still shows how many keys are live and how busy each one is.
 //
 // The secret must be at least MinKeySecret (16) bytes (32 random bytes is
-// the usual choice; a short one could be found by trying every id against
-// a dump); otherwise every method returns an error wrapping
-// pace.ErrInvalidArgument. Every Store sharing a Redis must use the same
-// secret; changing it starts every key afresh (full buckets, empty slot
-// counters, no values), as a new prefix would. Two keys share state only if
-// their hashes collide (odds about n²/2¹²⁹ for n live keys).
+// the usual choice; a short one could be found by trying every id against a
+// dump); otherwise New returns an error wrapping pace.ErrInvalidArgument.
+// Every Store sharing a Redis must use the same secret; changing it starts
+// every key afresh (full buckets, empty slot counters, no values), as a new
+// prefix would. Two keys share state only if their hashes collide (odds
+// about n²/2¹²⁹ for n live keys).
 //
 // The cost is one HMAC of the key per call, in the client: under a
 // microsecond, against the tens of microseconds of the round trip (see

@@ -86,9 +86,19 @@ func testPrefix(tb testing.TB, c redis.UniversalClient) string {
 func newTestStore(tb testing.TB, opts ...Option) (*Store, *redis.Client) {
 	tb.Helper()
 	c := testClient(tb)
-	s := New(c, append([]Option{WithPrefix(testPrefix(tb, c))}, opts...)...)
+	s := mustNew(tb, c, append([]Option{WithPrefix(testPrefix(tb, c))}, opts...)...)
 	tb.Cleanup(func() { s.Close(context.Background()) })
 	return s, c
+}
+
+// mustNew returns New(c, opts...), failing tb on an error.
+func mustNew(tb testing.TB, c redis.UniversalClient, opts ...Option) *Store {
+	tb.Helper()
+	s, err := New(c, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // quietLogger drops go-redis's dial-failure lines, which the fault test

@@ -23,7 +23,7 @@ func sharedBackend() sharedtest.Backend {
 				c = redis.NewClient(&redis.Options{Addr: config, ContextTimeoutEnabled: true})
 			}
 			t.Cleanup(func() { c.Close() })
-			return New(c, WithPrefix("pacetest:"+ns+":"))
+			return mustNew(t, c, WithPrefix("pacetest:"+ns+":"))
 		},
 		Calls: func(t testing.TB, config, _ string) int64 {
 			c := redis.NewClient(&redis.Options{Addr: config})

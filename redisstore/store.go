@@ -68,7 +68,6 @@ type Store struct {
 	client redis.UniversalClient
 	keys   keyer
 	clock  func() time.Time
-	err    error // a configuration error, returned by every method
 	closed atomic.Bool
 }
 
@@ -76,36 +75,42 @@ var _ pace.Store = (*Store)(nil)
 
 // New returns a Store on client, which may be a *redis.Client, a
 // *redis.ClusterClient or a *redis.Ring. The caller keeps ownership of the
-// client: Close does not close it. A nil client or an invalid option does
-// not panic: every method of the Store then returns an error wrapping
-// pace.ErrInvalidArgument.
-func New(client redis.UniversalClient, opts ...Option) *Store {
+// client: Close does not close it. The error wraps pace.ErrInvalidArgument
+// when client is nil or an option is invalid (see WithPrefix and
+// WithHashedKeys).
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	cfg := defaults()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
-	s := &Store{client: client, keys: keyer{prefix: cfg.prefix}, clock: cfg.clock}
 	switch {
 	case client == nil:
-		s.err = fmt.Errorf("%w: redisstore: nil client", pace.ErrInvalidArgument)
+		return nil, fmt.Errorf("redisstore: nil client: %w", pace.ErrInvalidArgument)
 	case cfg.hashed && len(cfg.secret) < MinKeySecret:
-		s.err = fmt.Errorf("%w: redisstore: key secret of %d bytes; want at least %d", pace.ErrInvalidArgument, len(cfg.secret), MinKeySecret)
-	default:
-		s.err = checkPrefix(cfg.prefix)
+		return nil, fmt.Errorf("redisstore: key secret of %d bytes; want at least %d: %w", len(cfg.secret), MinKeySecret, pace.ErrInvalidArgument)
 	}
+	if err := checkPrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, keys: keyer{prefix: cfg.prefix}, clock: cfg.clock}
 	if cfg.hashed {
 		s.keys.hash = newHasher(cfg.secret)
 	}
-	return s
+	return s, nil
 }
 
-// usable reports why the Store cannot serve a call: closed or misconfigured.
+// usable reports whether the Store can serve a call: an error wrapping
+// pace.ErrClosed after Close.
 func (s *Store) usable() error {
 	if s.closed.Load() {
-		return fmt.Errorf("redisstore: %w", pace.ErrClosed)
+		return errClosed
 	}
-	return s.err
+	return nil
 }
+
+var errClosed = fmt.Errorf("redisstore: %w", pace.ErrClosed)
 
 // failed wraps a backend error with the operation that met it.
 func failed(op string, err error) error {

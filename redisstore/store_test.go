@@ -22,7 +22,7 @@ import (
 func TestContract(t *testing.T) {
 	c := testClient(t)
 	storetest.Run(t, func(t *testing.T) pace.Store {
-		return New(c, WithPrefix(testPrefix(t, c)))
+		return mustNew(t, c, WithPrefix(testPrefix(t, c)))
 	})
 }
 
@@ -37,15 +37,15 @@ func TestContractCluster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	t.Run("Plain", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+		storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c) })
 	})
 	t.Run("HashedKeys", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) pace.Store { return New(c, WithHashedKeys([]byte(testSecret))) })
+		storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c, WithHashedKeys([]byte(testSecret))) })
 	})
 	// A prefix with a hash tag of its own puts every key in one slot: one
 	// script call takes them all.
 	t.Run("TakeManyOneSlot", func(t *testing.T) {
-		s := New(c, WithPrefix("app{"+testPrefix(t, c)+"}:"))
+		s := mustNew(t, c, WithPrefix("app{"+testPrefix(t, c)+"}:"))
 		keys := make([]string, 300)
 		for i := range keys {
 			keys[i] = strconv.Itoa(i % 150)
@@ -68,7 +68,7 @@ func TestContractCluster(t *testing.T) {
 	// against the Go reference.
 	t.Run("TakeMatchesReference", func(t *testing.T) {
 		clock := newFakeClock()
-		s := New(c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)), withClock(clock.Now))
+		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)), withClock(clock.Now))
 		seen := takemodel.Scenario(t, s, testSeed(t), 500, true,
 			func() time.Duration { return time.Duration(clock.now.UnixNano()) },
 			func(d time.Duration) { clock.now = clock.now.Add(d) },
@@ -83,7 +83,7 @@ func TestContractRing(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	storetest.Run(t, func(t *testing.T) pace.Store { return New(c) })
+	storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c) })
 }
 
 func TestKeysShareHashSlot(t *testing.T) {
@@ -116,33 +116,26 @@ func TestKeysShareHashSlot(t *testing.T) {
 	}
 }
 
-// TestInvalidConfiguration checks that a nil client or a prefix that would
-// scatter a key's namespaces makes every method fail with
-// ErrInvalidArgument, without a panic.
+// TestInvalidConfiguration checks that New refuses a nil client or a prefix
+// that would scatter a key's namespaces with an error wrapping
+// ErrInvalidArgument, without a panic, and skips a nil option.
 func TestInvalidConfiguration(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { c.Close() })
-	for name, s := range map[string]*Store{
-		"nil client":  New(nil),
-		"prefix a{}:": New(c, WithPrefix("a{}:")),
+	for name, opts := range map[string]struct {
+		c    redis.UniversalClient
+		opts []Option
+	}{
+		"nil client":  {nil, nil},
+		"prefix a{}:": {c, []Option{WithPrefix("a{}:")}},
 	} {
-		ctx := context.Background()
-		_, _, err1 := s.TokenBucket(ctx, "k", 1, 1, 1)
-		_, _, err2 := s.AcquireSlot(ctx, "k", 1, time.Second)
-		_, _, err3 := s.AcquireSlotBurst(ctx, "k", 1, 1, time.Second, time.Second)
-		_, err4 := s.Get(ctx, "k")
-		errs := []error{err1, err2, err3, err4,
-			s.ReleaseSlot(ctx, "k"), s.RefreshSlot(ctx, "k", time.Second),
-			s.ReleaseSlotBurst(ctx, "k"), s.RefreshSlotBurst(ctx, "k", time.Second),
-			s.Set(ctx, "k", nil, 0), s.Delete(ctx, "k")}
-		for i, err := range errs {
-			if !errors.Is(err, pace.ErrInvalidArgument) {
-				t.Errorf("%s: call %d = %v; want an error wrapping ErrInvalidArgument", name, i, err)
-			}
+		s, err := New(opts.c, opts.opts...)
+		if s != nil || !errors.Is(err, pace.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+			t.Errorf("%s: New = %v, %v; want nil and a redisstore error wrapping ErrInvalidArgument", name, s, err)
 		}
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("%s: Close = %v", name, err)
-		}
+	}
+	if s, err := New(c, nil); s == nil || err != nil {
+		t.Errorf("New(c, nil) = %v, %v; want a Store: a nil option is skipped", s, err)
 	}
 }
 
@@ -231,7 +224,7 @@ func TestScriptReloaded(t *testing.T) {
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr()})
 	t.Cleanup(func() { c.Close() })
-	s := New(c)
+	s := mustNew(t, c)
 	ctx := context.Background()
 	for i := range 3 {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
@@ -286,7 +279,7 @@ func TestReplicasShareLimits(t *testing.T) {
 	s1, _ := newTestStore(t)
 	c2 := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	t.Cleanup(func() { c2.Close() })
-	s2 := New(c2, WithPrefix(s1.keys.prefix))
+	s2 := mustNew(t, c2, WithPrefix(s1.keys.prefix))
 	stores := []*Store{s1, s2}
 
 	const goroutines, limit = 32, 7

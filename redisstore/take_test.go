@@ -123,7 +123,7 @@ func TestTakeConcurrentRefunds(t *testing.T) {
 	s1, _ := newTestStore(t)
 	c2 := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	t.Cleanup(func() { c2.Close() })
-	s2 := New(c2, WithPrefix(s1.keys.prefix))
+	s2 := mustNew(t, c2, WithPrefix(s1.keys.prefix))
 	stores := []*Store{s1, s2}
 	shapes := []pace.Bucket{mustBucket(t, 7, 7.0/3600, 1)}
 	ctx := context.Background()
@@ -211,7 +211,7 @@ func TestTakeManyOneScriptCall(t *testing.T) {
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr()})
 	t.Cleanup(func() { c.Close() })
-	s := New(c)
+	s := mustNew(t, c)
 	ctx := context.Background()
 	shapes := []pace.Bucket{mustBucket(t, 2, 2.0/3600, 1)}
 	keys := make([]string, 100)
@@ -263,7 +263,7 @@ func TestTakeManyAfterScriptFlush(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}})
 	t.Cleanup(func() { ring.Close() })
-	s := New(ring)
+	s := mustNew(t, ring)
 	ctx := context.Background()
 	shapes := []pace.Bucket{mustBucket(t, 1, 1.0/3600, 1)}
 	keys := make([]string, 40)
