@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -114,7 +115,7 @@ func (d *httpDecider) Worker() func(string) (bool, error) {
 	return func(key string) (bool, error) {
 		r := d.reqs[key]
 		if r == nil {
-			return false, fmt.Errorf("bench: no request prepared for key %q", key)
+			return false, errors.New("bench: no request prepared for a key")
 		}
 		w.reached, w.code = false, 0
 		d.h.ServeHTTP(w, r)

@@ -123,7 +123,7 @@ func newPace(l Limit) (Decider, error) {
 		return nil, err
 	}
 	if p.Burst() != l.Burst {
-		return nil, fmt.Errorf("%w: pace's burst at %g/s is %d, not %d", errShape, l.Rate, p.Burst(), l.Burst)
+		return nil, fmt.Errorf("bench: pace's burst at %g/s is %d, not %d: %w", l.Rate, p.Burst(), l.Burst, errShape)
 	}
 	return paceDecider{p}, nil
 }

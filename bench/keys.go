@@ -22,7 +22,7 @@ func Keys(ns string, n int) ([]string, error) {
 		keys[i] = ns + Key(i)
 		seen[keys[i]] = struct{}{}
 		if len(keys[i]) != len(ns)+KeyLen {
-			return nil, fmt.Errorf("bench: key %q is not %d bytes after its namespace", keys[i], KeyLen)
+			return nil, fmt.Errorf("bench: key %d is not %d bytes after its namespace", i, KeyLen)
 		}
 	}
 	if len(seen) != n {

@@ -22,7 +22,10 @@ func Redis(c *redis.Client) []Impl {
 		{Name: "pace", Title: "pace redisstore", Module: "github.com/ratepace/pace/redisstore",
 			Setup: "Store.TokenBucket(key, burst, rate, 1)",
 			New: func(l Limit) (Decider, error) {
-				s := redisstore.New(c)
+				s, err := redisstore.New(c)
+				if err != nil {
+					return nil, err
+				}
 				return &onRedis{c: c, ns: newNamespace(), period: l.Period(), allow: func(ctx context.Context, key string) (bool, error) {
 					ok, _, err := s.TokenBucket(ctx, key, float64(l.Burst), l.Rate, 1)
 					return ok, err
@@ -56,7 +59,7 @@ func redisRateLimit(l Limit) (redis_rate.Limit, error) {
 	if per := 1 / l.Rate; per == math.Trunc(per) {
 		return redis_rate.Limit{Rate: 1, Burst: l.Burst, Period: time.Duration(per) * time.Second}, nil
 	}
-	return redis_rate.Limit{}, fmt.Errorf("%w: %g events per second for redis_rate", errShape, l.Rate)
+	return redis_rate.Limit{}, fmt.Errorf("bench: %g events per second for redis_rate: %w", l.Rate, errShape)
 }
 
 // onRedis is a Decider on Redis. Its keys live in a namespace of their own,

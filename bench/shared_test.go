@@ -77,7 +77,11 @@ func BenchmarkSharedRedis(b *testing.B) {
 	}
 	shared := func(opts ...pace.SharedOption) func(b *testing.B, n int) {
 		return func(b *testing.B, n int) {
-			p, err := pace.NewShared(redisstore.New(c, redisstore.WithPrefix(newNamespace())), Admit.Rate, opts...)
+			s, err := redisstore.New(c, redisstore.WithPrefix(newNamespace()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := pace.NewShared(s, Admit.Rate, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -138,7 +142,11 @@ func mustKeys(b *testing.B, ns string, n int) []string {
 // (which the benchmark spends before its timer starts).
 func BenchmarkSharedHotKey(b *testing.B) {
 	c := redisClientPool(b, 128)
-	p, err := pace.NewShared(redisstore.New(c, redisstore.WithPrefix(newNamespace())), 10)
+	s, err := redisstore.New(c, redisstore.WithPrefix(newNamespace()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := pace.NewShared(s, 10)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -62,7 +62,10 @@ func main() {
 		log.Fatalf("gateway needs a Redis server at %s (set PACE_REDIS_ADDR): %v", addr, err)
 	}
 	// A fresh prefix per run, so that two runs do not share their buckets.
-	store := redisstore.New(rdb, redisstore.WithPrefix("gateway-example-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	store, err := redisstore.New(rdb, redisstore.WithPrefix("gateway-example-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close(context.Background())
 
 	// The gateway listens on 127.0.0.1; the proxy reaches it from
