@@ -43,18 +43,18 @@ func newConfig(opts []Option) (config, error) {
 	// PostgreSQL truncates identifiers to NAMEDATALEN-1 = 63 bytes; two
 	// names that differ only past that would silently share a schema.
 	if cfg.schema == "" || len(cfg.schema) > 63 || strings.ContainsRune(cfg.schema, 0) || !utf8.ValidString(cfg.schema) {
-		return cfg, fmt.Errorf("%w: schema name must be 1 to 63 bytes of UTF-8 without NUL", pace.ErrInvalidArgument)
+		return cfg, fmt.Errorf("pgstore: schema name must be 1 to 63 bytes of UTF-8 without NUL: %w", pace.ErrInvalidArgument)
 	}
 	// The server reserves the prefix for its own schemas (pg_catalog,
 	// pg_toast, pg_temp_N) and refuses to create one.
 	if strings.HasPrefix(cfg.schema, "pg_") {
-		return cfg, fmt.Errorf("%w: schema names starting with pg_ are reserved by PostgreSQL", pace.ErrInvalidArgument)
+		return cfg, fmt.Errorf("pgstore: schema names starting with pg_ are reserved by PostgreSQL: %w", pace.ErrInvalidArgument)
 	}
 	if cfg.hashed && len(cfg.secret) < MinKeySecret {
-		return cfg, fmt.Errorf("%w: key secret of %d bytes; want at least %d", pace.ErrInvalidArgument, len(cfg.secret), MinKeySecret)
+		return cfg, fmt.Errorf("pgstore: key secret of %d bytes; want at least %d: %w", len(cfg.secret), MinKeySecret, pace.ErrInvalidArgument)
 	}
 	if cfg.sweep < 0 {
-		return cfg, fmt.Errorf("%w: negative sweep batch %d", pace.ErrInvalidArgument, cfg.sweep)
+		return cfg, fmt.Errorf("pgstore: negative sweep batch %d: %w", cfg.sweep, pace.ErrInvalidArgument)
 	}
 	return cfg, nil
 }

@@ -133,7 +133,7 @@ type queries struct {
 // pace.ErrInvalidArgument; a database error is returned as it is.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: nil pool", pace.ErrInvalidArgument)
+		return nil, fmt.Errorf("pgstore: nil pool: %w", pace.ErrInvalidArgument)
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -470,7 +470,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (deleted int64, err error)
 		return 0, errClosed
 	}
 	if limit < 1 {
-		return 0, fmt.Errorf("%w: sweep limit %d < 1", pace.ErrInvalidArgument, limit)
+		return 0, fmt.Errorf("pgstore: sweep limit %d < 1: %w", limit, pace.ErrInvalidArgument)
 	}
 	if err := s.pool.QueryRow(ctx, s.q.sweep, int32(min(limit, 1<<30)), s.nowArg()).Scan(&deleted); err != nil {
 		return 0, fmt.Errorf("pgstore: Sweep: %w", err)

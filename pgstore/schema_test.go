@@ -121,10 +121,11 @@ func dollarTagAt(s string) string {
 	return ""
 }
 
-// TestSchemaPlaceholdersStandInCode is half of the fix for issue 8.8: every
-// placeholder of schema.sql stands in code, never in a comment (a name with
-// a newline would end it) or a string literal, and the only dollar signs are
-// the empty delimiters that install replaces by a tag absent from the name.
+// TestSchemaPlaceholdersStandInCode is half of the guard against a schema
+// name that changes the SQL New runs (see FuzzSchemaName): every placeholder
+// of schema.sql stands in code, never in a comment (a name with a newline
+// would end it) or a string literal, and the only dollar signs are the empty
+// delimiters that install replaces by a tag absent from the name.
 func TestSchemaPlaceholdersStandInCode(t *testing.T) {
 	for _, ph := range []string{"@schema@", "@unlogged@", "@version@", "@refill_window@"} {
 		if !strings.Contains(schemaSQL, ph) {
@@ -168,7 +169,7 @@ func functionBodies(quoted string) []string {
 }
 
 // FuzzSchemaName checks on a real server that no schema name can change the
-// SQL New runs (issue 8.8: "a$$b" ended a function body early, and a name
+// SQL New runs (once, "a$$b" ended a function body early, and a name
 // with a newline would have ended the comment it was spliced into). Every
 // name of 1 to 63 bytes without NUL either is rejected with an error wrapping
 // pace.ErrInvalidArgument, creating nothing, or works:
