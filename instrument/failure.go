@@ -8,7 +8,7 @@ import (
 	"github.com/ratepace/pace"
 )
 
-var errNilRegisterer = fmt.Errorf("%w: nil registerer", pace.ErrInvalidArgument)
+var errNilRegisterer = fmt.Errorf("instrument: nil registerer: %w", pace.ErrInvalidArgument)
 
 // FailureHook returns a pace.FailureHook, for pace.OnFailure, that counts the
 // decisions a Store wrapped by pace.WithFailurePolicy makes in place of its

@@ -96,10 +96,10 @@ func newConfig(opts []Option) (config, error) {
 	}
 	for i, b := range c.buckets {
 		if math.IsNaN(b) {
-			return c, fmt.Errorf("%w: histogram bucket %d is NaN", pace.ErrInvalidArgument, i)
+			return c, fmt.Errorf("instrument: histogram bucket %d is NaN: %w", i, pace.ErrInvalidArgument)
 		}
 		if i > 0 && b <= c.buckets[i-1] {
-			return c, fmt.Errorf("%w: histogram buckets not strictly increasing: %g after %g", pace.ErrInvalidArgument, b, c.buckets[i-1])
+			return c, fmt.Errorf("instrument: histogram buckets not strictly increasing: %g after %g: %w", b, c.buckets[i-1], pace.ErrInvalidArgument)
 		}
 	}
 	return c, nil

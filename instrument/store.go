@@ -200,7 +200,7 @@ func outcome(err error, decides, allowed bool) result {
 // counter increment, and no allocation.
 func Wrap(s pace.Store, reg prometheus.Registerer, opts ...Option) (pace.Store, error) {
 	if s == nil {
-		return nil, fmt.Errorf("%w: nil store", pace.ErrInvalidArgument)
+		return nil, fmt.Errorf("instrument: nil store: %w", pace.ErrInvalidArgument)
 	}
 	if reg == nil {
 		return nil, errNilRegisterer
