@@ -1,9 +1,8 @@
 package httplimit_test
 
-// The tests of this file come from an adversarial review of the package:
-// each one's comment tells the defect it found, in the past code, and the
-// test pins the fix (or, for the review's item 6, the documented
-// behaviour).
+// The tests of this file attack the package: each one's comment tells the
+// defect it found in the past code, and the test pins the fix (or the
+// documented behaviour).
 
 import (
 	"context"
@@ -282,14 +281,14 @@ func TestNewRejectsOnePaceInTwoLimits(t *testing.T) {
 	}
 }
 
-// TestForgerAt300PerSecondCostsHonestClientNothing is issue 9's acceptance
-// case ("a forger presenting someone else's client id with a wrong secret
-// at 300 requests/s ... costs that client nothing: an honest client asking
-// at 4/s under a pace of 5/s has every request accepted") with a check of
-// 5 ms (a database lookup, not a password hash), through ReturnOn(401).
-// At most two forged requests are in flight, yet every 401 but the first
-// after a reordering is returned "not intact" and keeps the 5 ms it was
-// held: 1.5 s of the victim's refill a second at 300/s.
+// TestForgerAt300PerSecondCostsHonestClientNothing: a forger presenting
+// someone else's client id with a wrong secret at 300 requests/s costs that
+// client nothing, and an honest client asking at 4/s under a pace of 5/s has
+// every request accepted, with a check of 5 ms (a database lookup, not a
+// password hash), through ReturnOn(401). At most two forged requests are in
+// flight, yet every 401 but the first after a reordering is returned "not
+// intact" and keeps the 5 ms it was held: 1.5 s of the victim's refill a
+// second at 300/s.
 func TestForgerAt300PerSecondCostsHonestClientNothing(t *testing.T) {
 	for phase := range 10 { // when, within the forger's 10 ms cycle, the honest client asks
 		if honest, asked := forgerAt300(t, phase); honest < asked {

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -265,8 +264,8 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 	}
 	c.name = fmt.Sprintf("%s-%d", kindNames[l.kind], i)
 	if cfg.named {
-		if err := validName(cfg.name); err != nil {
-			return c, invalidf("limit %d: %v", i, err)
+		if why := badName(cfg.name); why != "" {
+			return c, invalidf("limit %d: %s", i, why)
 		}
 		c.name = cfg.name
 	}
@@ -403,17 +402,18 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// validName checks a limit name: 1 to 64 printable ASCII characters.
-func validName(name string) error {
+// badName returns what is wrong with a limit name, or "" when it is 1 to 64
+// printable ASCII characters.
+func badName(name string) string {
 	if name == "" || len(name) > 64 {
-		return fmt.Errorf("name of %d bytes: want 1 to 64", len(name))
+		return fmt.Sprintf("name of %d bytes: want 1 to 64", len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		if name[i] < 0x20 || name[i] > 0x7E {
-			return errors.New("name with a byte outside printable ASCII")
+			return "name with a byte outside printable ASCII"
 		}
 	}
-	return nil
+	return ""
 }
 
 // sfString serialises s, printable ASCII, as a structured-field string
