@@ -70,8 +70,8 @@ func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
 	hl := make([]httplimit.Limit, len(limits))
 	ic := &Interceptor{keys: make([]KeyFunc, len(limits))}
 	for i, lim := range limits {
-		if lim.err != nil {
-			return nil, invalidf("limit %d: %v", i, lim.err)
+		if lim.bad != "" {
+			return nil, invalidf("limit %d: %s", i, lim.bad)
 		}
 		hl[i], ic.keys[i] = lim.h, lim.key
 		ic.needCtx = ic.needCtx || lim.kind == kindPace // Return, Verified

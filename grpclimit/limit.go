@@ -29,7 +29,7 @@ type Limit struct {
 	h    httplimit.Limit
 	key  KeyFunc
 	kind kind
-	err  error // of an option, reported by New
+	bad  string // what is wrong with an option, reported by New
 }
 
 // Pace returns a Limit that reserves one event of p for each call, keyed by
@@ -37,8 +37,8 @@ type Limit struct {
 // time until one event fits. It can be given back (ReturnOn, Return), and
 // returns exactly (see pace.Reservation.Return).
 func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
-	o, err := compile(opts)
-	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, err: err}
+	o, bad := compile(opts)
+	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, bad: bad}
 }
 
 // Bucket returns a Limit that takes one token for each call from the token
@@ -54,8 +54,8 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // apart. It cannot be given back yet (New rejects ReturnOn on it), and is
 // decided after the limits that can.
 func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
-	o, err := compile(opts)
-	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, err: err}
+	o, bad := compile(opts)
+	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, bad: bad}
 }
 
 // Slots returns a Limit that holds one of limit concurrent slots at the
@@ -68,8 +68,8 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...L
 // slot will free. Its key in the store is prefixed as for Bucket. It cannot
 // take ReturnOn: its slot is always given back when the handler returns.
 func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...LimitOption) Limit {
-	o, err := compile(opts)
-	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, err: err}
+	o, bad := compile(opts)
+	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, bad: bad}
 }
 
 // LimitOption configures one Limit.
@@ -120,15 +120,14 @@ func DecideAfterVerify() LimitOption {
 }
 
 // compile returns the options of package httplimit that opts stand for,
-// or the error of one that is invalid.
-func compile(opts []LimitOption) ([]httplimit.LimitOption, error) {
+// or what is wrong with one that is invalid.
+func compile(opts []LimitOption) (h []httplimit.LimitOption, bad string) {
 	var cfg limitConfig
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
 	}
-	var h []httplimit.LimitOption
 	if cfg.named {
 		h = append(h, httplimit.Name(cfg.name))
 	}
@@ -136,7 +135,7 @@ func compile(opts []LimitOption) ([]httplimit.LimitOption, error) {
 		statuses := make([]int, len(cfg.returnOn))
 		for j, c := range cfg.returnOn {
 			if c > codes.Unauthenticated {
-				return nil, fmt.Errorf("ReturnOn code %d is not a canonical gRPC code", uint32(c))
+				return nil, fmt.Sprintf("ReturnOn code %d is not a canonical gRPC code", uint32(c))
 			}
 			statuses[j] = finishStatus(c)
 		}
@@ -145,7 +144,7 @@ func compile(opts []LimitOption) ([]httplimit.LimitOption, error) {
 	if cfg.afterVerify {
 		h = append(h, httplimit.DecideAfterVerify())
 	}
-	return h, nil
+	return h, ""
 }
 
 // finishStatus maps a gRPC code to the status that httplimit.Ticket.Finish
