@@ -117,7 +117,7 @@ func (m *Model) Take(key string, shapes []pace.Bucket, now time.Duration, fresh 
 	}
 	if created {
 		if m.gens[key][fresh] {
-			return g, fmt.Errorf("takemodel: key %q created with count %d, which it had before", key, fresh)
+			return g, fmt.Errorf("takemodel: a key created with count %d, which it had before", fresh)
 		}
 		m.remember(key, fresh)
 	}
