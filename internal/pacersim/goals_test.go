@@ -7,13 +7,12 @@ import (
 	"testing"
 )
 
-// The goals of issue 4 for the pacer in the simulation (the worst figure
-// over seeds 1–6), and the figures actually reached where a goal is out of
-// reach. A goal that is
+// The pacer's goals in the simulation (the worst figure over seeds 1–6), and
+// the figures actually reached where a goal is out of reach. A goal that is
 // met needs no entry in shortfalls; one that is not must be listed there
-// with the figure reached, which the test then holds the pacer to. The
-// goals themselves are never loosened here: the README's "Client-side pacing" section explains each
-// shortfall.
+// with the figure reached, which the test then holds the pacer to. The goals
+// themselves are never loosened here: the README's "Client-side pacing"
+// section explains each shortfall.
 var shortfalls = map[string]float64{
 	// After the limit drops from 120 to 40, the 110 calls counted in the
 	// window keep it full for about 40 s; the pacer then refills the

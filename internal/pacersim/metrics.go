@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Metrics summarises a trace against the goals of the issue.
+// Metrics summarises a trace against the pacer's goals (docs/pacer.md).
 type Metrics struct {
 	Accepted, Rejected int
 	Capacity           float64   // integral of limit/window over the run

@@ -100,7 +100,7 @@ func NewNaive(int, uint64, Config) Policy { return &naive{} }
 func (n *naive) Next(now time.Duration) time.Duration  { return n.h.delay(now) }
 func (n *naive) Observe(now time.Duration, r Response) { n.h.observe(now, r) }
 
-// barrier is the document's first method: after each response, the next
+// barrier is the fixed barrier method: after each response, the next
 // call waits W / max(1, limit − used)^greedy.
 type barrier struct {
 	greedy float64
@@ -109,8 +109,8 @@ type barrier struct {
 	h      hold
 }
 
-// NewBarrier returns the document's barrier with the given greedy
-// exponent (it also honours Retry-After).
+// NewBarrier returns the barrier method with the given greedy exponent (it
+// also honours Retry-After).
 func NewBarrier(greedy float64) NewPolicy {
 	return func(_ int, _ uint64, cfg Config) Policy {
 		return &barrier{greedy: greedy, window: cfg.Window}
@@ -127,11 +127,10 @@ func (b *barrier) Observe(now time.Duration, r Response) {
 	b.next = now + time.Duration(float64(b.window)/math.Pow(head, b.greedy))
 }
 
-// feedback is the document's second method: local and external rate
-// estimates (the maximum of a long-term and a short-term one each, the
-// local one inflated by 10% for fairness), compared with a target band of
-// 80–90% of the limit; the gap between calls is scaled by 1.1 above the
-// band and 0.9 below it.
+// feedback is a feedback controller: local and external rate estimates (the
+// maximum of a long-term and a short-term one each, the local one inflated
+// by 10% for fairness), compared with a target band of 80–90% of the limit;
+// the gap between calls is scaled by 1.1 above the band and 0.9 below it.
 type feedback struct {
 	window   time.Duration
 	sends    []time.Duration // own calls within the window
@@ -147,7 +146,7 @@ type feedback struct {
 	shortExternal float64
 }
 
-// NewFeedback returns the document's feedback controller (it also honours
+// NewFeedback returns the feedback controller (it also honours
 // Retry-After).
 func NewFeedback(_ int, _ uint64, cfg Config) Policy {
 	return &feedback{window: cfg.Window, delta: cfg.Window / 120, lastSend: -time.Hour}

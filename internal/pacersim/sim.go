@@ -57,10 +57,10 @@ type Config struct {
 	Kind *Kind
 }
 
-// Scenario returns the configuration of the issue: a 30-minute run, a 60 s
-// sliding window, 120 calls a minute dropping to 40 during minutes 10–20,
-// 0.2 s round trips. With churn, one client joins at minute 5 and one
-// leaves at minute 25.
+// Scenario returns the reference scenario: a 30-minute run, a 60 s sliding
+// window, 120 calls a minute dropping to 40 during minutes 10–20, 0.2 s
+// round trips. With churn, one client joins at minute 5 and one leaves at
+// minute 25.
 func Scenario(clients int, churn bool, seed uint64) Config {
 	c := Config{
 		Seed:     seed,
@@ -78,7 +78,7 @@ func Scenario(clients int, churn bool, seed uint64) Config {
 	return c
 }
 
-// StepLimit is the limit of the issue's scenario: 120, or 40 during
+// StepLimit is the limit of the reference scenario: 120, or 40 during
 // minutes 10 to 20.
 func StepLimit(t time.Duration) int {
 	if t >= 10*time.Minute && t < 20*time.Minute {

@@ -5,14 +5,14 @@ import (
 	"time"
 )
 
-// suggested is the starting point the issue proposes, as measured here:
-// the document's barrier with greedy = 1 (gap W / (g·(L − U))) whose gain
-// g is adjusted by AIMD once per W/60 (additive increase while the count
-// is below the target and the client waits on the pacer, exponential
-// decrease while above), an initial burst on an idle key, gaps bounded by
-// half a window, and Retry-After honoured (with the gain cut by 0.7).
-// Its proportional response to the count, which integrates a whole window,
-// is what makes it ring with a period of about a window.
+// suggested is the simplest adaptive baseline, as measured here: the barrier
+// (see barrier) with greedy = 1 (gap W / (g·(L − U))) whose gain g is
+// adjusted by AIMD once per W/60 (additive increase while the count is below
+// the target and the client waits on the pacer, exponential decrease while
+// above), an initial burst on an idle key, gaps bounded by half a window,
+// and Retry-After honoured (with the gain cut by 0.7). Its proportional
+// response to the count, which integrates a whole window, is what makes it
+// ring with a period of about a window.
 type suggested struct {
 	window   time.Duration
 	limit    float64
@@ -35,7 +35,7 @@ const (
 	sugTarget   = 0.93
 )
 
-// NewSuggested returns the issue's suggested algorithm.
+// NewSuggested returns the suggested baseline (see suggested).
 func NewSuggested(_ int, _ uint64, cfg Config) Policy {
 	return &suggested{window: cfg.Window, gain: 1, ctlAt: -1}
 }

@@ -15,7 +15,7 @@ type Row struct {
 	Metrics Metrics
 }
 
-// Compare runs every policy on every scenario of the issue (N = 1, 4, 16
+// Compare runs every policy on every reference scenario (N = 1, 4, 16
 // steady; N = 4, 16 with churn) with the given seed.
 func Compare(seed uint64) []Row {
 	type sc struct {

@@ -9,17 +9,16 @@ import (
 )
 
 // TestZooGoals holds the pacer (pacer.New() with its defaults, no option
-// naming the server) to the goals of issue 11 against every server kind
+// naming the server) to the goals of docs/pacer.md against every server kind
 // of the zoo, worst over seeds 1-6: utilisation >= 0.85 of what the
-// algorithm allows, 429 ratio <= 1% at N = 1 and 4 (<= 3% at N = 16),
-// Jain's index >= 0.95 at N = 4 (>= 0.90 at N = 16), and no call ever
-// sent before a Retry-After the same client received. A goal not met must
-// be listed in zooShortfalls with the figure reached, which the test then
-// holds the pacer to; a listed goal that is met fails too, so that the
-// list and docs/pacer.md stay true. All 14 kinds, the 3000/5 min and
-// 10,000/min ones included (a decision costs the same whatever the calls
-// in the window), take about 3 minutes on 2 shared cores, hence the build
-// tag:
+// algorithm allows, 429 ratio <= 1% at N = 1 and 4 (<= 3% at N = 16), Jain's
+// index >= 0.95 at N = 4 (>= 0.90 at N = 16), and no call ever sent before a
+// Retry-After the same client received. A goal not met must be listed in
+// zooShortfalls with the figure reached, which the test then holds the pacer
+// to; a listed goal that is met fails too, so that the list and
+// docs/pacer.md stay true. All 14 kinds, the 3000/5 min and 10,000/min ones
+// included (a decision costs the same whatever the calls in the window),
+// take about 3 minutes on 2 shared cores, hence the build tag:
 //
 //	go test -tags pacerzoo -run TestZooGoals -timeout 20m ./internal/pacersim
 func TestZooGoals(t *testing.T) {
