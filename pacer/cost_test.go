@@ -63,10 +63,11 @@ func BenchmarkReserveObserve(b *testing.B) {
 	}
 }
 
-// Issue 8, point 5: the Pacer kept an entry per own call for a whole
-// window (and one per call in flight for a quarter of it), so that with a
-// one-day window its memory grew all day. It must not grow with the calls
-// in the window, whether their responses are observed or not.
+// TestMemoryDoesNotGrowWithCallsInWindow pins a bug: the Pacer kept an entry
+// per own call for a whole window (and one per call in flight for a quarter
+// of it), so that with a one-day window its memory grew all day. It must not
+// grow with the calls in the window, whether their responses are observed or
+// not.
 func TestMemoryDoesNotGrowWithCallsInWindow(t *testing.T) {
 	const window = 24 * time.Hour
 	for _, observe := range []bool{true, false} {

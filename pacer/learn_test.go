@@ -54,8 +54,8 @@ func TestPolicyWindowWinsOverResets(t *testing.T) {
 
 // TestNoBurstAfterFixedWindowTurnsOver: on a fixed window shared with
 // others, the first response after the window turns over shows a small
-// count. Before, the client subtracted its own calls of the previous
-// window, took the key for idle and fired its burst (issue 11, cause 3).
+// count. Before, the client subtracted its own calls of the previous window,
+// took the key for idle and fired its burst.
 func TestNoBurstAfterFixedWindowTurnsOver(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c)

@@ -103,9 +103,10 @@ func goWait(c *fakeClock, p *pacer.Pacer, i int, done chan<- waitResult) context
 	return cancel
 }
 
-// Issue 8, point 3: a Retry-After observed while callers wait held back
-// only the callers that came after it; the 8 already waiting went at their
-// old slots, within 440 ms, through a 5 s Retry-After.
+// TestRetryAfterHoldsCallersAlreadyWaiting pins a bug: a Retry-After
+// observed while callers wait held back only the callers that came after it;
+// the 8 already waiting went at their old slots, within 440 ms, through a
+// Retry-After of 5 s.
 func TestRetryAfterHoldsCallersAlreadyWaiting(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c, pacer.WithWindow(1250*time.Millisecond))
@@ -197,10 +198,10 @@ func twins(opts ...pacer.Option) (c, qc *fakeClock, p, q *pacer.Pacer) {
 	return c, qc, p, q
 }
 
-// Issue 8, point 4: a cancelled wait gave its slot back only if nobody
-// had booked after it. 20 callers cancelled in arrival order (as
-// timeouts and disconnects come) pushed the next call to +43 s, against
-// +2.15 s without them.
+// TestCancelledWaitsInArrivalOrderGiveSlotsBack pins a bug: a cancelled wait
+// gave its slot back only if nobody had booked after it. 20 callers
+// cancelled in arrival order (as timeouts and disconnects come) pushed the
+// next call to +43 s, against +2.15 s without them.
 func TestCancelledWaitsInArrivalOrderGiveSlotsBack(t *testing.T) {
 	c, _, p, q := twins()
 	cancels, done := startWaits(t, c, p, 20)
