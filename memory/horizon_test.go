@@ -31,11 +31,12 @@ func floodAfterSlowRows(t *testing.T, n int) (*memory.Store, *fakeClock) {
 	return s, clk
 }
 
-// TestLongLifetimeDoesNotStopReclamation is issue 8.9 in the memory store's
-// other namespaces: each was swept once per the longest lifetime it had
-// ever given a row, so one hour-long row kept a flood of one-second rows for
-// an hour (two more for burst slots). After 10 s of light traffic (Gets of
-// 10 absent keys every 100 ms) only the slow key's three rows may be left.
+// TestLongLifetimeDoesNotStopReclamation pins, in the memory store's other
+// namespaces, the bug floodAfterLongShape pins in the root package's table:
+// each was swept once per the longest lifetime it had ever given a row, so
+// one hour-long row kept a flood of one-second rows for an hour (two more
+// for burst slots). After 10 s of light traffic (Gets of 10 absent keys
+// every 100 ms) only the slow key's three rows may be left.
 func TestLongLifetimeDoesNotStopReclamation(t *testing.T) {
 	const n = 20000
 	s, clk := floodAfterSlowRows(t, n)

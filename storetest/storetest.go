@@ -23,8 +23,7 @@
 // The subtests of Take, TakeMany and Refund read the store's clock from the
 // receipts it returns (pace.Receipt.At and Reserved), so they check the
 // arithmetic to the nanosecond against the store's own time, on a real
-// server too. The longest, the example of issue 10 (5/s and 20/min on one
-// key), takes four seconds.
+// server too. The longest (5/s and 20/min on one key) takes four seconds.
 package storetest
 
 import (

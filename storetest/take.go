@@ -351,12 +351,12 @@ func testTakeAllOrNothing(c *check) {
 	}
 }
 
-// testTakeAdmitsWhatAllAllow runs the example of the issue: a key limited to
-// 5/s (capacity 5) and 20/min (capacity 20), drained five times a second
-// apart. It admits no more than either shape allows in any window, counted
-// from the receipts without bucket arithmetic, and no less than both allow:
-// 5 in each of the first four rounds (each begins with the 5/s shape full),
-// and the 21st that the 20/min shape has refilled after 4s.
+// testTakeAdmitsWhatAllAllow runs the example of docs/replicas.md: a key
+// limited to 5/s (capacity 5) and 20/min (capacity 20), drained five times a
+// second apart. It admits no more than either shape allows in any window,
+// counted from the receipts without bucket arithmetic, and no less than both
+// allow: 5 in each of the first four rounds (each begins with the 5/s shape
+// full), and the 21st that the 20/min shape has refilled after 4s.
 func testTakeAdmitsWhatAllAllow(c *check) {
 	s := c.shapes(spec{5, 5}, spec{20, 20.0 / 60})
 	var k kept
@@ -551,10 +551,10 @@ func testRefundLate(c *check) {
 // time, and counts the events kept by their decision times: in no window
 // more than rate × T + capacity.
 func testRefundNeverOverPace(c *check) {
-	// The reproduction of issue 8: at 10/s, take 10, give back the first 5
-	// (each out of order), drain 400ms later (the key is not yet full), give
-	// back the other 5 (none intact any more, each refilled since its
-	// earliest place), drain again.
+	// An over-admission that refunds out of order once allowed: at 10/s,
+	// take 10, give back the first 5 (each out of order), drain 400ms later
+	// (the key is not yet full), give back the other 5 (none intact any
+	// more, each refilled since its earliest place), drain again.
 	s := c.shapes(spec{10, 10})
 	var k kept
 	var rs []pace.Receipt

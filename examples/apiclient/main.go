@@ -1,13 +1,12 @@
 // Command apiclient compares client-side pacing policies in the
-// deterministic simulation of issue 4: greedy clients sharing one API key
-// whose limit (120 calls a minute, 40 during minutes 10 to 20) the server
-// enforces over a sliding minute and reports in X-RateLimit headers.
+// deterministic simulation of internal/pacersim: greedy clients sharing one
+// API key whose limit (120 calls a minute, 40 during minutes 10 to 20) the
+// server enforces over a sliding minute and reports in X-RateLimit headers.
 //
 // It runs every policy on every scenario, prints the comparison table, and
-// writes two SVG plots of the count the server reported to each client
-// over time (one line per client, as in the source document's figure): one
-// for the pacer, one for the best baseline. The plots go to a new
-// temporary directory unless -out names one.
+// writes two SVG plots of the count the server reported to each client over
+// time (one line per client): one for the pacer, one for the best baseline.
+// The plots go to a new temporary directory unless -out names one.
 //
 //	go run ./examples/apiclient
 //	go run ./examples/apiclient -out /tmp/plots -seed 2 -clients 16
