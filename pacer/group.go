@@ -19,7 +19,8 @@ type Group struct {
 	pacers map[string]*Pacer
 }
 
-// NewGroup returns an empty Group whose Pacers are built with opts.
+// NewGroup returns an empty Group whose Pacers are built with opts, under
+// New's rule for invalid options.
 func NewGroup(opts ...Option) *Group {
 	return &Group{opts: opts, pacers: map[string]*Pacer{}}
 }

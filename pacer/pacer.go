@@ -174,13 +174,17 @@ type Pacer struct {
 	strikes int              // consecutive refusals without Retry-After
 }
 
-// New returns a Pacer configured by opts. Options with invalid values
-// (NaN, infinities, out of range) are ignored and the documented default
-// is used instead.
+// New returns a Pacer configured by opts. New has no error result, so it
+// follows one rule for invalid configuration: an option given an invalid
+// value (NaN, an infinity, outside its documented range), and a nil option,
+// is ignored, and the Pacer keeps that option's documented default. It
+// never panics.
 func New(opts ...Option) *Pacer {
 	cfg := defaults()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	seed := cfg.seed
 	if !cfg.seeded {

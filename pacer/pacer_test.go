@@ -287,7 +287,7 @@ func TestInvalidOptionsKeepDefaults(t *testing.T) {
 	nan := math.NaN()
 	got := run(pacer.WithTarget(nan), pacer.WithTarget(2), pacer.WithWindow(-time.Second),
 		pacer.WithGains(nan, -1), pacer.WithGains(math.Inf(1), 1), pacer.WithMaxDelay(0),
-		pacer.WithBurst(1.5), pacer.WithClock(nil))
+		pacer.WithBurst(1.5), pacer.WithClock(nil), nil)
 	if got != want {
 		t.Fatalf("gap with invalid options = %v; want the default gap %v", got, want)
 	}
