@@ -62,86 +62,19 @@ const (
 
 // Pacer decides when one client may make its next call to a rate-limited
 // API, so that all the clients sharing the limit together aim to use a
-// target fraction of it (95% by default), to share it equally, and to be
-// rarely refused (the README's "Client-side pacing" section measures how
-// close they come). It needs no coordination: every client runs a Pacer of its own and learns about
-// the others only from the shared count the server reports
-// (X-RateLimit-Used, or limit minus remaining).
-//
-// Each Pacer keeps a rate r, in calls per second, and spaces calls 1/r
-// apart. Every period and gain below is measured in windows W, so the same
-// defaults work for a 3-second window and an hourly one:
-//
-//   - Seeing the others. The server's count integrates a whole window, so
-//     it reacts to a change of rate only a window later; a controller that
-//     follows it directly oscillates with a period of about a window (the
-//     document's barrier and feedback controller both do, and so does the
-//     barrier with an AIMD gain). The Pacer
-//     instead reconstructs, from the successive counts it observes, when
-//     the other clients' calls arrived (a histogram of the last window)
-//     and so estimates their current rate R_o with little lag, and knows
-//     when the counted calls will leave the window.
-//   - Control, once per W/60 rather than per response, so that a client
-//     that calls more often does not adapt faster. The projected
-//     utilisation is x = (r + R_o)·W / L, inflated by a small penalty
-//     that grows with the client's share s of the total (0.18·√(s(1−s)):
-//     the client with more than the others sees itself over the target
-//     first and gives way), or the reported count over the limit if that
-//     is higher. Above the target, r shrinks multiplicatively, faster the
-//     further above. Below it, r grows by the same additive step for every
-//     client (proportional to the gap), plus a step proportional to its
-//     share, which sums to the same for any number of clients. Additive
-//     increase with multiplicative decrease on a shared signal pulls the
-//     rates together (Chiu and Jain). A client that is not using its
-//     allowance (it never has to wait) does not grow its rate.
-//   - Headroom ahead. Between control periods the gap may be shorter
-//     than 1/r: when the predicted count, plus the calls the window will
-//     shed within the next W/10 (the others' from the reconstruction,
-//     this client's from its own record, to W/256), is below the target,
-//     the client fills that hole within W/2, in proportion to its share.
-//     It thus replaces calls as they leave the window rather than after
-//     the count has dropped.
-//   - The barrier. When the predicted count is within one call of the
-//     limit, the next call waits until the reconstruction says a call has
-//     left the window, but never longer than the maximum delay (W/2 by
-//     default): one stale or noisy sample cannot park a client for long.
-//   - Retry-After always wins: no call goes before it has elapsed. After a
-//     refusal the rate is cut and the client resumes at a random point
-//     within about one of its gaps, so that clients refused together do
-//     not return together.
-//   - Limit changes. When the reported limit changes, the rate and the
-//     estimate of the others scale with it at once: every client sees the
-//     new limit and scales by the same factor, so the shares stay and the
-//     total follows without waiting for the loop.
-//   - The initial burst. On an idle key (a predicted count below a quarter
-//     of the target, none of it anybody else's, or no information at all)
-//     calls go without delay. Clients that start together see each other
-//     in their first responses and pace from there instead of racing for
-//     the burst. The first report sets the rate to the target spread over
-//     a window on a quiet key; on a busy key, to the headroom to the target
-//     or a quarter of the count (a fair share among a handful of clients),
-//     whichever is more.
-//
-// The window comes from RateLimit-Policy "w"; otherwise from the longest
-// reset or Retry-After of at least half a second (never floored by
-// WithWindow's default once one is seen), from a fixed window's
-// turnovers, and from the client's own calls leaving the count; it grows
-// back towards the default on refusals until the resets confirm it. On a
-// fixed window the client spreads its calls until the turnover and goes
-// at its own point after it (docs/pacer.md has the whole story and the
-// figures per server kind). A server that sends no
-// rate-limit headers at all gets no pacing beyond its Retry-After; a server
-// that sends only the IETF "r" and "t" parameters gets its remaining quota
-// spread evenly over the reset time.
+// target fraction of it (95% by default), share it equally, and are rarely
+// refused. It needs no coordination: each client runs its own Pacer and
+// learns about the others only from the shared count the server reports.
+// It keeps a rate in calls per second, adjusted once per 1/60 of the
+// limit's window by additive increase and multiplicative decrease, and
+// always honours Retry-After. docs/pacer.md describes the algorithm, how it
+// learns the window, and what it reaches against each kind of server.
 //
 // New is required; the zero Pacer is not usable. Most callers want Wait
 // before each call and Observe after it, or Transport, which does both.
 // A Pacer is safe for concurrent use by multiple goroutines; concurrent
-// callers are handed slots one gap apart. A decision takes the same time
-// and a Pacer the same memory (about 12 KiB) whatever the number of calls
-// in the window, since its record of its own calls has a fixed resolution
-// of W/256; only the callers blocked in Wait, and the slots Reserve
-// booked that are still to come, take a few words each.
+// callers are handed slots one gap apart. It takes about 12 KiB whatever
+// the number of calls in the window.
 type Pacer struct {
 	mu    sync.Mutex
 	clock Clock
