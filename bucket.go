@@ -93,31 +93,20 @@ func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool)
 }
 
 // Refund gives back, at now, one take of this shape to a bucket whose TAT is
-// now tat, and returns the new TAT. The take was decided at taken and moved
-// the TAT to reserved.
+// now tat, and returns the new TAT (never before now: never above full). The
+// take was decided at taken and moved the TAT to reserved. It gives back only
+// the part of the take the bucket has not refilled by now, so the takes kept
+// never exceed the shape's rate and capacity in any window, whatever the
+// order and timing of refunds.
 //
-// It gives back only the part of the take the bucket has not refilled by now
-// (later takes by others are theirs, not this take's to give back), so the
-// takes that are kept never exceed the shape's rate and capacity in any
-// window, whatever the order and timing of refunds. Where the take's refill
-// ends depends on what was given back since it was made: a refund of a take
-// that was not the bucket's latest moves every later take's place earlier by
-// at most what it gave back. shifted is the total such refunds have given
-// back since this take was made (negative when unknown), so the take's refill
-// ends no earlier than reserved − shifted, nor than one interval after taken.
-// Refund gives back the part of the take after now, from the latest such
-// end: with shifted 0 (no out-of-order refund since) exactly its own
-// unrefilled part, all of it while it lies wholly ahead (at once, say),
-// nothing once the bucket has refilled past it; otherwise never more than
-// exact, and all of it at once.
-//
-// A take that nothing has shifted and that is still ahead of now always has
-// tat ≥ reserved, so such a refund finding tat below reserved is a second
-// refund of the same take, and gives nothing. The result is never before now
-// (never above full); full reports whether the bucket is full, so its row can
-// be dropped. reorder is what the caller must add to the bucket's total of
-// out-of-order refunds (the shifted of every take outstanding now): zero when
-// the take given back was the latest, or nothing was given.
+// shifted is the total that refunds of takes other than the bucket's latest
+// have given back since this take was made (0: none, and the refund is
+// exact; negative: unknown); a refund after such refunds gives back at most
+// what is exact, all of it at once. A refund with shifted 0 that finds tat
+// below a reserved still ahead of now is a second refund of the same take,
+// and gives nothing. full reports whether the bucket is full (its row can be
+// dropped); reorder is what to add to the bucket's total of out-of-order
+// refunds. docs/store.md has the whole arithmetic.
 func (b Bucket) Refund(tat, taken, reserved, now, shifted time.Duration) (next time.Duration, full bool, reorder time.Duration) {
 	end := taken + b.interval // the earliest the take's refill can end
 	switch {

@@ -34,27 +34,19 @@ type BurstSlotState struct {
 	BurstBudget    time.Duration // the budget of the last admission
 }
 
-// AdmitBurst assesses st against the elapsed time to now, then decides
-// whether one more connection is admitted under the sustained/ceiling burst
-// model:
+// AdmitBurst brings st up to date at now, then decides whether one more
+// connection is admitted under the sustained/ceiling burst model (see
+// Store.AcquireSlotBurst and docs/store.md): up to sustained always, up to
+// ceiling while burst budget remains, never past ceiling. Above sustained the
+// budget drains by elapsed × (count − sustained) / sustained; at or below it,
+// it refills at burstBudget per BurstRefillWindow.
 //
-//   - Connections up to sustained are always admitted (the sustained cap).
-//   - Between sustained and ceiling (at most 2 × sustained) a connection is
-//     admitted only while burst budget remains.
-//   - ceiling is a hard wall: never admit past it.
-//
-// While the count is above sustained the budget drains by
-// elapsed × (count − sustained) / sustained, so camping at 2× drains it 1:1
-// and burns a full budget in burstBudget of wall time; at or below sustained
-// it refills at burstBudget / BurstRefillWindow, up to burstBudget.
-//
-// st is mutated in place; on admission Count and Expires (now + ttl) advance,
-// on rejection only the assessment is recorded. The result reports admission:
-// the caller tells a ceiling rejection (st.Count >= ceiling) from a budget
-// one (st.Count < ceiling). A state seen for the first time (zero
-// LastAssessed) starts with a full budget; now must therefore never be the
-// zero time.Time, which would look like a slot never assessed. The arguments
-// are not validated here: see ValidateSlotBurst.
+// st is mutated in place: on admission Count and Expires (now + ttl)
+// advance, on rejection only the assessment is recorded; the caller tells a
+// ceiling rejection (st.Count >= ceiling) from a budget one. A state never
+// assessed (zero LastAssessed) starts with a full budget, so now must not be
+// the zero time.Time. The arguments are not validated here: see
+// ValidateSlotBurst.
 func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl time.Duration, now time.Time) bool {
 	if st.LastAssessed.IsZero() {
 		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}

@@ -41,27 +41,18 @@ func NewMemo(s Store, ttl time.Duration) (*Memo, error) {
 // waited on failed only because its initiator's context ended.
 const maxRetries = 3
 
-// Get returns the value at key, loading it with load on a miss. The result
-// is the caller's own copy.
-//
-// On a miss, load runs once for all the callers that miss on key while it
-// runs, with the context of the first of them; its value is stored with the
-// Memo's TTL and returned to each. An error from load is returned to those
-// callers and not stored, so the next miss loads again. A caller whose ctx
-// ends while it waits returns ctx.Err() at once, and the load goes on for the
-// others; a caller whose load failed only because the first caller's context
-// ended joins a new load instead. When the value loads but cannot be stored,
-// Get returns it together with the Store's error. Any other error from the
-// Store is returned as it is, without loading.
+// Get returns the caller's own copy of the value at key, loading it with
+// load on a miss. load runs once for all the callers that miss on key while
+// it runs, with the first caller's context; its value is stored with the
+// Memo's TTL. An error from load is returned and not stored. A caller whose
+// ctx ends returns ctx.Err() at once while the load goes on for the others.
+// When the value loads but cannot be stored, Get returns it with the
+// Store's error; any other Store error is returned without loading.
 //
 // A panic in load is raised again, with the same value, in every caller
-// waiting on that load, on its own goroutine, where it can be recovered (a
-// caller that has already returned for its ctx does not see it); nothing is
-// stored, and the next miss loads again. A load that ends its goroutine
-// with runtime.Goexit returns an error to those callers.
-//
-// A nil load returns an error wrapping ErrInvalidArgument; so does an invalid
-// key, through the Store.
+// waiting on that load, on its own goroutine; a load that calls
+// runtime.Goexit returns an error. A nil load, or an invalid key, returns an
+// error wrapping ErrInvalidArgument. docs/store.md has the details.
 func (m *Memo) Get(ctx context.Context, key string, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if load == nil {
 		return nil, invalid("nil load function")

@@ -6,36 +6,20 @@ import (
 )
 
 // Pace is a keyed pace: at most N events per second for each key, with a
-// bucket of one second.
+// bucket of max(1, N) events refilled continuously. A new key starts full,
+// and nothing accumulates beyond one second: an hour of silence earns no
+// hour-long burst.
 //
-// Every key has a token bucket holding max(1, N × 1s) events, refilled
-// continuously at N per second; a key seen for the first time has a full
-// bucket. Nothing accumulates beyond one second, so a client silent for an
-// hour gets no hour-long burst. Paces below one per second still admit one
-// event, then one every 1/N seconds.
+// Reserve debits and decides in one atomic step; Reservation.Return gives
+// the event back when the request is then rejected for another reason, so a
+// forger naming someone else's key spends none of its pace. Allow is a
+// Reserve never returned. Full buckets are forgotten: memory is bounded by
+// the keys that took within the last two horizons (one second at N >= 1).
 //
-// Reserve debits and decides in one atomic step; there is no separate
-// "is there pace left?" question to race with. When the request is then
-// rejected for another reason (a wrong secret, say), Reservation.Return gives
-// the event back, so a forger who names someone else's client id spends none
-// of that client's pace. Allow is the variant whose debit is never returned:
-// every request that reached it spends.
-//
-// A full bucket is indistinguishable from an absent one, so it is not kept: a
-// reservation returned on a new key leaves no row, and a sweep (see Buckets)
-// forgets a key within two horizons of its last take (one horizon is one
-// second at paces of one per second or more, 1/N seconds below: the time its
-// bucket takes to refill). Memory is bounded by the keys that took within the
-// last two horizons, at most twice that many rows, each of 16 to 64 bytes
-// whatever the key's length.
-//
-// The pace is per process. N replicas behind a balancer give a client up to
-// N × the pace; for a limit shared by many processes use a Store on Redis or
-// PostgreSQL.
-//
-// A decision on an existing key reads the clock once, writes only that key's
-// own 8 bytes (a refusal writes nothing), and takes no lock. Pace must be
-// created with New. It is safe for concurrent use by multiple goroutines.
+// The pace is per process: N replicas give a client up to N × the pace (see
+// Shared). A decision takes no lock and writes only its key's 8 bytes. Pace
+// must be created with New. It is safe for concurrent use by multiple
+// goroutines. The long story is in docs/pace.md.
 type Pace struct {
 	t   Buckets
 	b   Bucket

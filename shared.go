@@ -11,34 +11,15 @@ import (
 
 // Shared is Pace's keyed pace kept in a Store, so that every process using
 // the same store shares one pace per key: N replicas behind a balancer give a
-// client the pace once, not N times.
+// client the pace once, not N times. WithLimit adds limits on the same key,
+// taken all or nothing in one atomic step at the store, whose clock is the
+// time of every decision.
 //
-// Each key has a token bucket of one second of the pace by default (as Pace),
-// refilled continuously; WithLimit adds more limits on the same key (20 a
-// second and 1000 an hour, say), taken all or nothing in one atomic step at
-// the store. Reserve debits and decides in that one step; a refused
-// reservation debits nothing; SharedReservation.Return gives an admitted one
-// back (all of it at once, later only its own unrefilled part, never above
-// full); RetryAfter and Remaining are exact at the decision. Time is the
-// store's clock, whatever the processes' clocks say.
-//
-// Two things spare the store. A key the store refused is remembered in
-// process until its retry-after, and decisions on it are refused locally,
-// with the remaining wait, without a round trip: the local tier. For GCRA
-// that refusal is exact (nothing fits sooner), except that a reservation of
-// the key returned by another process frees room the local tier does not
-// see, so its answer is stricter than the store's for at most the remaining
-// wait; a Return in this process forgets the key's local refusal. The local
-// tier keeps rows only for keys refused within the last horizon (the time
-// the longest limit takes to refill: one second by default), at most twice
-// as many, as Pace does. And decisions share round trips: decisions that arrive while
-// one is in flight go together in the next (one Store.TakeMany), and a lone
-// decision is never delayed waiting for company.
-//
-// Without WithFallback a store error is returned to the caller; with it,
-// decisions go to a per-replica Pace while the store fails. A store wrapped
-// by WithFailurePolicy bounds each round trip by its timeout, but decides
-// nothing in the store's place for Shared: its errors come through.
+// Reserve debits and decides in that one step; SharedReservation.Return
+// gives an admitted event back. A key the store refused is refused in
+// process until its retry-after, without a round trip, and decisions that
+// arrive while a round trip is in flight share the next one. A store error
+// is returned, or, with WithFallback, decided by a per-replica Pace.
 //
 // Shared must be created with NewShared. It is safe for concurrent use by
 // multiple goroutines. The long story is in docs/replicas.md.

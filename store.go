@@ -37,21 +37,17 @@ const MaxKeyLen = 4096
 // Store is the shared state behind rate limits that span more than one Pace:
 // token buckets with per-call shapes, connection-slot counters (plain and
 // under the sustained/ceiling burst model of AdmitBurst), and short-lived
-// memoised values.
-//
-// Plain slots, burst slots, buckets, multi-shape keys (Take) and values live
-// in five separate namespaces: the same key string in two of them never
-// collides, and Delete clears all five.
-//
-// All methods are safe for concurrent use by multiple goroutines and atomic
-// per key; operations on different keys may interleave freely.
+// memoised values. Plain slots, burst slots, buckets, multi-shape keys (Take)
+// and values live in five separate namespaces: the same key string in two of
+// them never collides, and Delete clears all five. All methods are safe for
+// concurrent use by multiple goroutines and atomic per key.
 //
 // Implementations return errors wrapping ErrInvalidArgument for arguments out
 // of range (the Validate functions check them, one per method, and every
 // implementation calls them), ErrNotFound from Get for an absent key, and
-// ErrClosed from every method after Close.
-// Being limited is not an error: it is reported through allowed or acquired.
-// The package storetest checks an implementation against this contract.
+// ErrClosed from every method after Close. Being limited is not an error: it
+// is reported through allowed or acquired. The package storetest checks an
+// implementation against this contract; docs/store.md has the long story.
 type Store interface {
 	// TokenBucket consumes cost tokens from the bucket at key. capacity is
 	// the burst (and the initial fill); refillPerSec is the steady-state
@@ -65,17 +61,11 @@ type Store interface {
 
 	// AcquireSlot atomically reserves one slot in the counter at key,
 	// rejecting (and rolling back) if the post-increment value would
-	// exceed limit. ttl bounds how long an idle counter survives without
-	// further activity; callers should call RefreshSlot periodically on
-	// long-lived holders to prevent the counter from expiring underfoot.
-	//
-	// The counter is one number per key with one expiry, not a lease per
-	// holder: an acquire or a refresh by any holder sets the expiry of the
-	// whole counter to now + ttl. A slot whose holder died without
-	// ReleaseSlot (a crashed process) is freed only when the whole counter
-	// expires, that is ttl after the last acquire or refresh of the key by
-	// anyone; while other holders of the key keep refreshing it, it stays
-	// counted.
+	// exceed limit. ttl bounds how long an idle counter survives: the
+	// counter is one number per key with one expiry, not a lease per
+	// holder, and any acquire or refresh sets it to now + ttl, so a slot
+	// whose holder died is freed only when the whole counter expires (see
+	// docs/store.md). Long-lived holders call RefreshSlot periodically.
 	//
 	// current is the post-decision counter value; on rejection it is the
 	// unchanged counter, which may exceed limit if a caller lowered the

@@ -13,18 +13,11 @@ import (
 // every call. A Pace is a Buckets with one fixed shape; memory.Store keeps its
 // token buckets in one.
 //
-// Full buckets are forgotten, since a full bucket and an absent one decide
-// alike: memory is bounded by the keys that took within the last sweep
-// period (the longest Tolerance of the shapes used, at most a second), not
-// by the keys ever named, and a full row is reclaimed within about a period
-// whatever other shapes the table holds. See sweep.go for how and when.
-//
-// Keys are stored as 64-bit hashes under a seed chosen at random for each
-// table, never as strings, so a key never pins the caller's buffer. Two
-// distinct keys share a bucket only if their hashes collide: with n live keys
-// the odds that any two collide are about n²/2⁶⁵ (one in 37 million for a
-// million keys), and an attacker cannot aim for a collision without knowing
-// the seed.
+// Full buckets are forgotten (see sweep.go), so memory is bounded by the
+// keys that took within the last sweep period (at most a second), not by the
+// keys ever named. Keys are stored as 64-bit hashes under a random seed per
+// table, never as strings: two keys share a bucket only if their hashes
+// collide, with odds of about n²/2⁶⁵ for n live keys (docs/pace.md).
 //
 // Buckets must be created with NewBuckets. It is safe for concurrent use by
 // multiple goroutines.
