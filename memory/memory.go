@@ -16,39 +16,21 @@ import (
 )
 
 // Store is a pace.Store held in process memory: the fast tier for a single
-// process, and the reference implementation of the contract that
-// package storetest checks.
-//
-// Token buckets live in a pace.Buckets, so they decide with exactly the
-// arithmetic of pace.Pace (one int64 per key, full buckets forgotten). Plain
-// slots, burst slots, values and the keys of Take (several shapes at once)
-// live in four maps per shard, each shard a mutex chosen by a seeded hash of
-// the key. Burst slots decide with pace.AdmitBurst and its companions; Take,
-// TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
+// process, and the reference implementation of the contract that package
+// storetest checks. Token buckets live in a pace.Buckets (the arithmetic of
+// pace.Pace); burst slots decide with pace.AdmitBurst and its companions,
+// Take, TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
 // pace.RefundAll.
 //
-// Rows that are indistinguishable from absent ones are reclaimed by the same
-// amortised rule as Pace, on the calling goroutine, with no background
-// goroutine: a slot with no holder or past its TTL, a burst slot with no
-// holder and a full budget (see pace.BurstSlotState.ReclaimAt), an expired
-// value, a Take key whose every shape is full. A shard's namespace is swept when it has doubled since its last pass,
-// or when its next pass is due: when at least half the rows the last pass
-// left will be reclaimable, but no sooner than a second (or the longest
-// lifetime the namespace has given a row, if shorter) and no later than ten
-// seconds, so a row is reclaimed within ten seconds of its reclaim time
-// whatever lifetimes other rows have. A call that runs a pass also runs the
-// passes due on a few other shards, and Len runs every pass that is due. A
-// sweep that leaves a map far below its high-water mark copies it into a
-// smaller one, because Go maps never shrink. Memory is therefore bounded by
-// about twice the rows that are live or were within the last ten seconds.
-// Keys are cloned when stored, so a row never pins the caller's buffer.
-//
-// Time is read once per call, from the clock given by WithClock (the
-// monotonic clock by default); a reading earlier than one a shard has already
-// seen is treated as that later one.
+// Rows indistinguishable from absent ones (a slot with no holder or past its
+// TTL, a burst slot with no holder and a full budget, an expired value, a
+// Take key whose every shape is full) are reclaimed on the calling goroutine,
+// with no background goroutine, within ten seconds of their reclaim time;
+// memory is bounded by about twice the rows live within the last ten seconds
+// (docs/store.md). Time is read once per call, from WithClock's clock.
 //
 // Store must be created with New. It is safe for concurrent use by multiple
-// goroutines; all methods honour ctx only by returning ctx.Err() when it is
+// goroutines; methods honour ctx only by returning ctx.Err() when it is
 // already done, since none of them blocks.
 type Store struct {
 	shards  [numShards]shard
