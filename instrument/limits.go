@@ -24,23 +24,12 @@ func (m *limitMetrics) Observe(limit int, o httplimit.Outcome) {
 
 // Limits returns an option for httplimit.New (or httplimit.NewLimiter, and
 // so for the interceptors of grpclimit) that counts the decisions of each
-// limit in a counter registered on reg when New succeeds:
-//
-//	pace_limit_decisions_total{limit, outcome}
-//
-// limit is the limit's name (httplimit.Name), so the number of series is
-// bounded by the limits you declare, never by the keys; outcome is one of
-// admitted (the limit took), refused, returned (what it took was given
-// back: after a later limit refused, by ReturnOn, or by httplimit.Return),
-// key_error (the request's key could not be read) and store_error (its
-// Store failed). admitted − returned is what was spent. All series exist
-// from registration, at zero.
-//
-// New fails with the registration error (a prometheus.AlreadyRegisteredError
-// when reg already has this metric, say from another Middleware: give each
-// a registerer from prometheus.WrapRegistererWith with a distinguishing
-// label), or with an error wrapping pace.ErrInvalidArgument when reg is
-// nil. Counting costs one atomic addition per limit and request.
+// limit in pace_limit_decisions_total{limit, outcome}, registered on reg when
+// New succeeds. limit is the limit's name, so the series are bounded by the
+// limits you declare; outcome is admitted, refused, returned, key_error or
+// store_error (docs/metrics.md). New fails with the registration error, or
+// with an error wrapping pace.ErrInvalidArgument when reg is nil. Counting
+// costs one atomic addition per limit and request.
 func Limits(reg prometheus.Registerer) httplimit.Option {
 	return httplimit.WithObserver(func(names []string) (httplimit.Observer, error) {
 		if reg == nil {

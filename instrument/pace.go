@@ -31,26 +31,15 @@ func (m *paceMetrics) Reserved(ok bool) {
 func (m *paceMetrics) Returned() { m.returned.Inc() }
 
 // NewPace returns pace.New(perSecond, opts...) with its decisions counted in
-// three metrics registered on reg:
+// pace_reservations_total{result} (reserved or refused),
+// pace_returned_total and the gauge pace_rows (Pace.Len, read at each
+// scrape), registered on reg (docs/metrics.md). A pace.Observer appended to
+// opts does the counting, and replaces any WithObserver in opts; it costs one
+// atomic addition per decision.
 //
-//   - pace_reservations_total{result}, a counter of Reserve and Allow calls
-//     by outcome, result "reserved" (admitted and debited) or "refused";
-//   - pace_returned_total, a counter of reservations given back by
-//     Reservation.Return (so reserved − returned is what was spent);
-//   - pace_rows, a gauge of the Pace's live rows (Pace.Len), read at each
-//     scrape rather than mirrored on the decision path.
-//
-// The counting is done by a pace.Observer appended to opts, which replaces
-// any WithObserver in opts. It costs one atomic addition per decision, on a
-// counter every core shares.
-//
-// NewPace returns the error of pace.New (wrapping pace.ErrInvalidArgument
-// for a bad perSecond) without registering anything, and the registration
-// error (a prometheus.AlreadyRegisteredError when reg already has these
-// metrics, say from another NewPace) without returning the Pace. The error
-// wraps pace.ErrInvalidArgument when reg is nil. To register two Paces on one
-// registry, give each a registerer from prometheus.WrapRegistererWith with a
-// distinguishing label.
+// NewPace returns pace.New's error without registering anything, the
+// registration error without the Pace, or an error wrapping
+// pace.ErrInvalidArgument when reg is nil.
 func NewPace(perSecond float64, reg prometheus.Registerer, opts ...pace.Option) (*pace.Pace, error) {
 	if reg == nil {
 		return nil, errNilRegisterer

@@ -52,29 +52,16 @@ func (m *sharedMetrics) Returned(path pace.SharedPath) {
 }
 
 // NewShared returns pace.NewShared(s, perSecond, opts...) with what it does
-// counted in four metrics registered on reg:
+// counted in pace_shared_decisions_total{path, result},
+// pace_shared_round_trip_decisions, pace_shared_returned_total{path} and the
+// gauge pace_shared_local_rows, registered on reg (docs/metrics.md). A
+// pace.SharedObserver appended to opts does the counting, and replaces any
+// pace.WithSharedObserver in opts. Store errors are not counted here: wrap s
+// with Wrap for those.
 //
-//   - pace_shared_decisions_total{path, result}, a counter of decisions by
-//     the tier that made them, path "store", "local" (a refusal the local
-//     tier answered without a round trip) or "fallback" (see
-//     pace.WithFallback), and outcome, result "reserved" or "refused";
-//   - pace_shared_round_trip_decisions, a histogram of the decisions each
-//     round trip to the store carried: its _count is the round trips, its
-//     _sum the decisions they carried;
-//   - pace_shared_returned_total{path}, a counter of reservations given back
-//     by SharedReservation.Return, by the tier that had admitted them
-//     ("store" or "fallback");
-//   - pace_shared_local_rows, a gauge of the local tier's rows (Shared.Len),
-//     read at each scrape.
-//
-// Store errors are not counted here: wrap s with Wrap for those, and for
-// round-trip latencies. The counting is done by a pace.SharedObserver
-// appended to opts, which replaces any pace.WithSharedObserver in opts.
-//
-// NewShared returns the error of pace.NewShared (wrapping
-// pace.ErrInvalidArgument for invalid arguments) without registering
-// anything, and the registration error without returning the Shared. The
-// error wraps pace.ErrInvalidArgument when reg is nil.
+// NewShared returns pace.NewShared's error without registering anything, the
+// registration error without the Shared, or an error wrapping
+// pace.ErrInvalidArgument when reg is nil.
 func NewShared(s pace.Store, perSecond float64, reg prometheus.Registerer, opts ...pace.SharedOption) (*pace.Shared, error) {
 	if reg == nil {
 		return nil, errNilRegisterer

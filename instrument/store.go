@@ -165,39 +165,19 @@ func outcome(err error, decides, allowed bool) result {
 }
 
 // Wrap returns a Store that forwards every call to s and records it in two
-// metrics, registered on reg:
+// metrics registered on reg: pace_store_operations_total{op, result}, a
+// counter of calls by method and outcome, and
+// pace_store_operation_duration_seconds{op}, a histogram of their latency
+// (see WithBuckets). The label values are listed in docs/metrics.md; the key
+// is never a label.
 //
-//   - pace_store_operations_total{op, result}, a counter of calls;
-//   - pace_store_operation_duration_seconds{op}, a histogram of their
-//     latency, whatever the outcome (buckets: see WithBuckets).
-//
-// op is the method: token_bucket, acquire_slot, acquire_slot_burst,
-// release_slot, refresh_slot, release_slot_burst, refresh_slot_burst, get,
-// set, take, take_many, refund, delete, close. result is the outcome:
-//
-//   - allowed, rejected: a decision of token_bucket, acquire_slot,
-//     acquire_slot_burst or take, returned with a nil error;
-//   - ok: any other method returned a nil error (take_many counts one call,
-//     whatever its keys' decisions);
-//   - not_found: get returned an error wrapping pace.ErrNotFound;
-//   - invalid: an error wrapping pace.ErrInvalidArgument (bad input: a bug
-//     in the caller, or a client sending garbage, not a backend problem);
-//   - error: any other error: the backend failed or timed out, the caller's
-//     context ended, or the store was closed (pace.ErrClosed).
-//
-// Every (op, result) pair a method can produce exists from registration, at
-// zero. Wrap adds no label of its own beyond op and result, and never the
-// key.
-//
-// Wrap registers on reg only, once, as one prometheus.Collector; if that
-// fails (a prometheus.AlreadyRegisteredError when reg already has these
-// metrics, say from another Wrap) it returns the registration error and
-// registers nothing. The metrics stay registered after Close. The error wraps
-// pace.ErrInvalidArgument when s or reg is nil or an option is invalid.
-//
-// The result is safe for concurrent use by multiple goroutines if s is, and
-// adds to each call two clock readings, a histogram observation and a
-// counter increment, and no allocation.
+// Wrap registers on reg only, all or nothing: it returns the registration
+// error (a prometheus.AlreadyRegisteredError when reg already has these
+// metrics) and registers nothing, or an error wrapping
+// pace.ErrInvalidArgument when s or reg is nil or an option is invalid. The
+// result is safe for concurrent use if s is, and adds two clock readings, a
+// histogram observation and a counter increment to each call, without
+// allocating.
 func Wrap(s pace.Store, reg prometheus.Registerer, opts ...Option) (pace.Store, error) {
 	if s == nil {
 		return nil, fmt.Errorf("instrument: nil store: %w", pace.ErrInvalidArgument)
