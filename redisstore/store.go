@@ -15,55 +15,20 @@ import (
 )
 
 // Store is a pace.Store whose state lives in Redis, so that every replica of
-// a service that shares the Redis shares its limits.
+// a service that shares the Redis shares its limits. Every method is one
+// round trip (a Lua script, atomic on the server, or a native command), and
+// every decision takes the server's TIME, so clock skew between application
+// servers cannot change it. The scripts compute exactly the arithmetic of
+// pace.Bucket and the pace burst functions, to the nanosecond. Every key
+// expires by itself once its state is indistinguishable from absent (a value
+// Set with ttl 0 excepted), and the five namespaces of a user key share one
+// Redis Cluster hash slot. Redis 6.2 or later is required.
 //
-// Every method is one round trip (TakeMany: one pipeline). The stateful ones
-// (TokenBucket, Take, TakeMany, Refund, the slot methods, Delete) are Lua
-// scripts sent with EVALSHA, loaded again with EVAL
-// when the server answers NOSCRIPT (after a restart or a SCRIPT FLUSH); Get,
-// Set and RefreshSlot are single native commands (GET, SET, PEXPIRE). A
-// script runs atomically on the server, so each decision is atomic per key
-// however many replicas race for it.
-//
-// Time comes from the server: each script reads TIME once, so clock skew
-// between application servers cannot change a decision. A token bucket is
-// the arithmetic of pace.Bucket to the nanosecond (interval and tolerance
-// are computed in Go by pace.ValidateTokenBucket and passed to the script),
-// decided at the microsecond resolution of TIME. Burst slots are the
-// arithmetic of pace.AdmitBurst, pace.ReleaseBurst and pace.RefreshBurst,
-// translated operation for operation, so they reach the same state to the
-// nanosecond; this holds exactly while burst budgets and counts stay below
-// 2^53 (a budget of about 104 days), beyond which the server's doubles round.
-// Instants are kept as Unix seconds and nanoseconds, so no absolute
-// nanosecond count (about 1.7e18, beyond a double's 2^53) is ever a Lua
-// number.
-//
-// Every key expires by itself: a token bucket when it has refilled to full
-// (its TAT), the shapes of Take when every one is full, a plain slot counter at its TTL, a burst slot at its ReclaimAt
-// (no live connection and a full budget), a value at its TTL. The one
-// exception is a value Set with ttl 0, which never expires. TTLs and expiry
-// instants are rounded up to the millisecond, the resolution of Redis
-// expiry.
-//
-// Keys are the prefix (WithPrefix, default "pace:"), the user key inside a
-// Redis Cluster hash tag (or its keyed hash: WithHashedKeys), and a
-// namespace: "pace:{user42}:b" for a bucket, ":s" for a plain slot, ":u" for
-// a burst slot, ":v" for a value and ":t" for the shapes of Take. The five
-// namespaces of one user key therefore share one hash slot, and Delete
-// clears them in one script, on a single node, a Cluster or a Ring alike.
-//
-// Redis 6.2 or later is required (SET with PXAT); scripts rely on effect
-// replication, the default since Redis 5 and the only mode since Redis 7.
-//
-// A Store adds no timeout of its own: a call lasts as long as go-redis lets
-// it. Build the client with ContextTimeoutEnabled so that a context deadline
-// bounds a call even on a connection that stopped answering; without it
-// go-redis bounds reads and writes by ReadTimeout and WriteTimeout (3 s by
-// default). A Redis that is down makes every method return an error; wrap
-// the Store with pace.WithFailurePolicy to turn those errors into an
-// explicit fail-open or fail-closed decision.
-//
-// A Store is safe for concurrent use by multiple goroutines.
+// A Store adds no timeout of its own: build the client with
+// ContextTimeoutEnabled so that a context deadline bounds every call, and
+// wrap the Store with pace.WithFailurePolicy to decide what a Redis that is
+// down means. docs/replicas.md ("Redis in detail") has the long story. A
+// Store is safe for concurrent use by multiple goroutines.
 type Store struct {
 	client redis.UniversalClient
 	keys   keyer
