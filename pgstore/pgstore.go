@@ -39,68 +39,22 @@ var tables = []string{"buckets", "slots", "bursts", "vals", "takes"}
 
 var _ pace.Store = (*Store)(nil)
 
-// Store is a pace.Store on PostgreSQL: token buckets, slot counters (plain
-// and under the burst model of pace.AdmitBurst), memoised values and the
-// multi-shape keys of Take in five tables of one schema, shared by every process that opens a Store on the
-// same database and schema.
+// Store is a pace.Store on PostgreSQL, in five tables of one schema shared
+// by every process that opens a Store on the same database and schema. Every
+// operation is one round trip, one call of a PL/pgSQL function that locks the
+// key's row and then reads the database clock, so decisions are exact across
+// any number of connections and processes, whatever the application servers'
+// clocks say, and agree with the Go reference arithmetic (pace.Bucket, the
+// burst functions) to the nanosecond. The functions expect READ COMMITTED.
 //
-// Every operation is one round trip: one call of a server-side PL/pgSQL
-// function (or, for Get, one SELECT; TakeMany is one call over arrays), which locks the key's row
-// (SELECT … FOR UPDATE, or the conflict of INSERT … ON CONFLICT for a new
-// key), reads the database clock, decides and writes. Decisions are therefore
-// exact across any number of connections and processes: N callers racing
-// for L slots get exactly L, and a bucket of capacity C admits exactly C
-// takes, whatever the application servers' clocks say. (pgx prepares each
-// statement once per connection, which costs one extra round trip the first
-// time a connection runs it.)
-//
-// Time comes from the database server, clock_timestamp() read after the row
-// lock is held, so a caller that waited for the lock never decides with an
-// instant earlier than the one its predecessor wrote. The clock has
-// microsecond resolution; arithmetic is on bigint nanoseconds since the Unix
-// epoch, so bucket shapes (pace.Bucket, computed in Go by
-// pace.ValidateTokenBucket and passed as parameters) and the burst arithmetic
-// (pace.AdmitBurst and friends, translated to SQL with the same double
-// precision operations in the same order) agree with the Go reference to the
-// nanosecond. Expiry times are saturated at the largest int64 (year 2262).
-// A server clock stepped backwards is handled as the Go arithmetic handles
-// it: a bucket refills only once the clock has caught up with its TAT, and a
-// burst slot is charged nothing for the negative interval.
-//
-// The functions expect READ COMMITTED, PostgreSQL's default isolation level:
-// when two calls race to create the same key, the loser re-reads the winner's
-// row and decides on it. Under a default of REPEATABLE READ or SERIALIZABLE
-// that race returns a serialization error instead.
-//
-// By default each call commits asynchronously (see WithSynchronousCommit):
-// its decision is visible to every other connection at once, but a server
-// crash may forget the last fraction of a second of decisions. WithUnlogged
-// trades more durability for speed.
-//
-// Keys are stored as their SHA-256 digest, so any key up to pace.MaxKeyLen
-// bytes fits, keys need not be valid UTF-8, and no client-supplied
-// identifier is stored in the clear; two keys share state only through a
-// SHA-256 collision. A plain digest hides only keys that cannot be guessed:
-// whoever reads the tables can hash every IPv4 address in minutes and find
-// the ones stored. WithHashedKeys stores a keyed hash instead.
-//
-// A row that has become indistinguishable from an absent one (a full bucket,
-// an expired counter or value, a burst slot past its ReclaimAt) is treated as
-// absent and deleted by the operation that finds it or, in bounded batches,
-// by operations that insert new rows (WithSweepBatch), so the tables stay
-// bounded without a background goroutine. Sweep deletes a batch on demand.
-// The batches are found through an index on a coarse upper bound of each
-// row's reclaim time, which a key in steady use moves only now and then, so
-// most updates are HOT (in place, no index entry added): a row is swept at
-// most half its horizon late, and hot keys do not bloat the indexes.
-//
-// When the database is unreachable every method returns an error (never a
-// silent decision) as soon as the pool or the context gives up: callers
-// choose fail-open or fail-closed themselves, and should give each call a
-// context with a deadline.
-//
-// A Store must be created with New. It is safe for concurrent use by multiple
-// goroutines.
+// Keys are stored as their SHA-256 digest (WithHashedKeys: a keyed hash).
+// Dead rows are reclaimed in bounded batches by the calls that insert, with
+// no background goroutine. Each call commits asynchronously by default (see
+// WithSynchronousCommit). When the database is unreachable every method
+// returns an error: give each call a deadline, or wrap the Store with
+// pace.WithFailurePolicy. docs/replicas.md ("PostgreSQL in detail") has the
+// long story. A Store must be created with New. It is safe for concurrent
+// use by multiple goroutines.
 type Store struct {
 	pool   *pgxpool.Pool
 	sweep  int32
