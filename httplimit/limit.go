@@ -167,39 +167,18 @@ func ReturnOn(status ...int) LimitOption {
 	return func(c *limitConfig) { c.returnOn = append(c.returnOn, status...) }
 }
 
-// DecideAfterVerify makes a Pace limit decide after the handler has
-// verified the presentation (a client secret, a password), so that a
-// presentation that fails verification never holds anything of the key's
-// pace, however long verification takes:
-//
-//  1. before the handler, the middleware looks at the key's pace without
-//     taking anything (pace.Pace.Peek), and refuses the request if one event
-//     would not fit now, so over-pace requests are refused without the cost
-//     of verifying them;
-//  2. the handler verifies, and answers a failure as usual (nothing was
-//     taken, so there is nothing to give back);
-//  3. after a successful verification the handler calls Verified(w, r),
-//     which takes the event atomically; if it no longer fits (others took
-//     it in between), Verified gives back the request's Pace events, writes
-//     the refusal and returns false. The request's Bucket tokens, taken
-//     before the handler, stay spent: a Bucket bounds every presentation,
-//     verified or not, and cannot be given back yet.
-//
-// If the handler never calls Verified, its status says whether the
-// presentation was accepted: an error (400 and above) or one of the limit's
-// ReturnOn statuses takes nothing, as does Return; any other status takes
-// the event when the handler returns, whether or not it still fits
-// (pace.Pace.Debit): a served request counts, and one over the pace puts the
-// key's bucket into debt, refused until the pace has repaid it. The pace
-// then holds over time, but a request admitted by the look can no longer be
-// refused, so a key may get, at one instant, its pace plus every request
-// admitted by a look while others were in flight, and then nothing until the
-// debt is repaid. Call Verified.
-//
-// Choose it over reserve-then-return (ReturnOn alone) when verification is
-// slow; for fast checks, reserve-then-return is simpler and exact at every
-// instant. Only a Pace limit takes it. Its RateLimit item is sent by
-// Verified, once the event is taken.
+// DecideAfterVerify makes a Pace limit decide after the handler has verified
+// the presentation (a client secret, a password), so that one that fails
+// verification never holds anything of the key's pace, however long
+// verification takes. Before the handler the middleware only looks at the
+// key's pace (pace.Pace.Peek) and refuses the request if one event would not
+// fit; after a successful verification the handler calls Verified(w, r),
+// which takes the event, or, if it no longer fits, gives back the request's
+// Pace events, writes the refusal and returns false. A handler that never
+// calls Verified is judged by its status: an error or a ReturnOn status
+// takes nothing, any other takes the event whether or not it fits
+// (pace.Pace.Debit). Choose it over reserve-then-return when verification is
+// slow. Only a Pace limit takes it. docs/httplimit.md has the details.
 func DecideAfterVerify() LimitOption {
 	return func(c *limitConfig) { c.afterVerify = true }
 }
