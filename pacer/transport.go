@@ -1,7 +1,10 @@
 package pacer
 
 import (
+	"fmt"
 	"net/http"
+
+	"github.com/ratepace/pace"
 )
 
 // Transport returns an http.RoundTripper that calls p.Wait with the
@@ -16,22 +19,34 @@ import (
 // sent. A transport error is observed as a call that said nothing.
 //
 // The returned RoundTripper is safe for concurrent use by multiple
-// goroutines if base is.
+// goroutines if base is. Transport has no error result: with a nil p, every
+// request fails, unsent, with an error wrapping pace.ErrInvalidArgument.
 func Transport(base http.RoundTripper, p *Pacer) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
+	}
+	if p == nil {
+		return &transport{base: base, pick: func(*http.Request) *Pacer { return nil }}
 	}
 	return &transport{base: base, pick: func(*http.Request) *Pacer { return p }}
 }
 
 // GroupTransport is Transport with one Pacer per key of g, the key of a
-// request given by key (for example the resource a path belongs to).
+// request given by key (for example the resource a path belongs to). With a
+// nil g or key, every request fails, unsent, with an error wrapping
+// pace.ErrInvalidArgument.
 func GroupTransport(base http.RoundTripper, g *Group, key func(*http.Request) string) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	if g == nil || key == nil {
+		return &transport{base: base, pick: func(*http.Request) *Pacer { return nil }}
+	}
 	return &transport{base: base, pick: func(r *http.Request) *Pacer { return g.Get(key(r)) }}
 }
+
+// errNoPacer is what a Transport without a Pacer answers every request.
+var errNoPacer = fmt.Errorf("pacer: Transport without a Pacer: %w", pace.ErrInvalidArgument)
 
 type transport struct {
 	base http.RoundTripper
@@ -40,6 +55,12 @@ type transport struct {
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.pick(req)
+	if p == nil {
+		if req.Body != nil {
+			req.Body.Close() // RoundTrip must close the body, even on errors
+		}
+		return nil, errNoPacer
+	}
 	if err := p.Wait(req.Context()); err != nil {
 		if req.Body != nil {
 			req.Body.Close() // RoundTrip must close the body, even on errors
