@@ -9,28 +9,16 @@ import (
 )
 
 // ParseHeader builds a Signal from the rate-limit fields of a response
-// header, read at now (used to turn epochs and HTTP dates into durations).
-// It understands:
-//
-//   - the IETF RateLimit and RateLimit-Policy structured fields
-//     (draft-ietf-httpapi-ratelimit-headers): "q" (quota) and "w" (window,
-//     seconds) of the policy, "r" (remaining) and "t" (reset, seconds) of
-//     the service limit. When several policies are listed, the service
-//     limit with the least remaining quota wins, with the policy of the
-//     same name; a malformed field is ignored whole, as the draft requires;
-//   - X-RateLimit-Limit, -Remaining, -Used and -Reset in any letter case,
-//     Reset being delta seconds, a Unix epoch (in seconds, milliseconds or
-//     microseconds, whichever the magnitude says) or an HTTP date;
-//   - Retry-After, as delta seconds or an HTTP date.
-//
-// HTTP dates are read in the IMF-fixdate, RFC 850 and asctime forms, with
-// the zone written GMT, UTC or as a numeric offset.
-//
-// The IETF fields take precedence over the X-RateLimit ones. Values that
-// are malformed, negative or absurdly large are ignored or clamped; an
-// epoch or date in the past gives no reset. ParseHeader never panics.
-// The result's Throttled is false: the status code is not in the header
-// (see FromResponse).
+// header, read at now (to turn epochs and HTTP dates into durations): the
+// IETF RateLimit and RateLimit-Policy structured fields (q, w, r, t; with
+// several policies, the one with the least remaining quota wins), which take
+// precedence over X-RateLimit-Limit, -Remaining, -Used and -Reset in any
+// letter case (Reset as delta seconds, a Unix epoch in s, ms or µs, or an
+// HTTP date), and Retry-After. A malformed IETF field is ignored whole;
+// other values that are malformed, negative or absurdly large are ignored
+// or clamped, and a past epoch or date gives no reset. ParseHeader never
+// panics. The result's Throttled is false: the status code is not in the
+// header (see FromResponse). docs/pacer.md lists the formats read.
 func ParseHeader(h http.Header, now time.Time) Signal {
 	var s Signal
 	parseLegacy(h, now, &s)
