@@ -36,7 +36,14 @@ func TestValidate(t *testing.T) {
 	for _, c := range cases {
 		if !errors.Is(c.err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: err = %v; want ErrInvalidArgument", c.name, c.err)
+		} else if msg := c.err.Error(); !strings.HasPrefix(msg, "pace: ") || !strings.HasSuffix(msg, ": "+pace.ErrInvalidArgument.Error()) {
+			t.Errorf("%s: err = %q; want \"pace: what: pace: invalid argument\"", c.name, msg)
 		}
+	}
+	// A bad key of TakeMany is named by its index, never by its text.
+	err := pace.ValidateTakeMany([]string{"ok", huge}, nil, make([]pace.Grant, 2))
+	if !errors.Is(err, pace.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "pace: keys[1]: ") || strings.Contains(err.Error(), "kkk") {
+		t.Errorf("ValidateTakeMany(a huge second key) = %v; want an error naming keys[1], without the key", err)
 	}
 	valid := []error{
 		pace.ValidateKey(huge[:pace.MaxKeyLen]),
