@@ -91,7 +91,8 @@ func WithUnlogged(on bool) Option {
 // more than their peak of live rows plus n. The default is
 // DefaultSweepBatch (4); 0 disables the amortised sweep, and then the caller
 // must call Store.Sweep now and then or the tables grow without bound. A
-// negative n makes New fail with an error wrapping pace.ErrInvalidArgument.
+// negative n makes New fail with an error wrapping pace.ErrInvalidArgument;
+// an n above 2^30 counts as 2^30.
 func WithSweepBatch(n int) Option {
 	return func(c *config) { c.sweep = n }
 }

@@ -418,7 +418,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // in one round trip, and reports how many it deleted. Rows locked by running
 // operations are skipped. Operations already sweep in small batches (see
 // WithSweepBatch); Sweep is for callers that disabled that, or that want the
-// space back sooner after a flood of distinct keys. limit must be at least 1.
+// space back sooner after a flood of distinct keys. limit must be at least 1
+// (else the error wraps pace.ErrInvalidArgument); a limit above 2^30 counts
+// as 2^30.
 func (s *Store) Sweep(ctx context.Context, limit int) (deleted int64, err error) {
 	if s.closed.Load() {
 		return 0, errClosed
