@@ -2,36 +2,37 @@
 // nanoseconds, with memory bounded by the keys that actually took, not by
 // the keys that were named.
 //
-// Pace (New) is a keyed pace of N events per second per key, in process
-// memory: Reserve debits one event and decides in one step,
-// Reservation.Return gives it back when the request is rejected for another
-// reason, and Allow is a Reserve never given back. Shared (NewShared) is the
-// same pace kept in a Store, so that every replica of a service shares one
-// pace per key, with more limits per key (WithLimit) and a per-replica
-// fallback (WithFallback).
+// [Pace] ([New]) is a keyed pace of N events per second per key, in process
+// memory: [Pace.Reserve] debits one event and decides in one step,
+// [Reservation.Return] gives it back when the request is rejected for
+// another reason, and [Pace.Allow] is a Reserve never given back. [Shared]
+// ([NewShared]) is the same pace kept in a Store, so that every replica of a
+// service shares one pace per key, with more limits per key ([WithLimit])
+// and a per-replica fallback ([WithFallback]).
 //
-// Store is the interface for state shared across processes: token buckets,
+// [Store] is the interface for state shared across processes: token buckets,
 // connection slots with a sustained/ceiling burst model, and memoised
 // values. Package memory implements it in process, the nested modules
-// redisstore and pgstore on Redis and PostgreSQL. Memo (NewMemo) loads a
-// value once and memoises it in a Store. WithFailurePolicy wraps a Store so
-// that a backend that fails makes an explicit fail-open or fail-closed
+// redisstore and pgstore on Redis and PostgreSQL. [Memo] ([NewMemo]) loads a
+// value once and memoises it in a Store. [WithFailurePolicy] wraps a Store
+// so that a backend that fails makes an explicit fail-open or fail-closed
 // decision.
 //
 // Invalid arguments and configuration are errors wrapping
-// ErrInvalidArgument, never a panic; being limited is not an error. The
+// [ErrInvalidArgument], never a panic; being limited is not an error. The
 // long story is in the repository's docs/ (pace.md, store.md, replicas.md,
 // metrics.md).
 //
 // # For Store implementers
 //
-// Bucket is the token-bucket arithmetic every backend decides with (TakeAll,
-// RemainingAll and RefundAll apply several shapes at once, with Grant and
-// Receipt), and Buckets a sharded table of buckets in memory. BurstSlotState,
-// AdmitBurst, RefreshBurst and ReleaseBurst (over BurstRefillWindow) are the
-// burst arithmetic. ValidateKey, ValidateSet, ValidateRefresh,
-// ValidateTokenBucket, ValidateSlot, ValidateSlotBurst, ValidateTake and
-// ValidateTakeMany check the arguments of each Store method, so that every
-// implementation rejects the same calls with the same errors. Package
-// storetest checks an implementation against the contract (docs/store.md).
+// [Bucket] is the token-bucket arithmetic every backend decides with
+// ([TakeAll], [RemainingAll] and [RefundAll] apply several shapes at once,
+// with [Grant] and [Receipt]), and [Buckets] a sharded table of buckets in
+// memory. [BurstSlotState], [AdmitBurst], [RefreshBurst] and [ReleaseBurst]
+// (over [BurstRefillWindow]) are the burst arithmetic. [ValidateKey],
+// [ValidateSet], [ValidateRefresh], [ValidateTokenBucket], [ValidateSlot],
+// [ValidateSlotBurst], [ValidateTake] and [ValidateTakeMany] check the
+// arguments of each Store method, so that every implementation rejects the
+// same calls with the same errors. Package storetest checks an
+// implementation against the contract (docs/store.md).
 package pace
