@@ -18,22 +18,13 @@ import (
 
 // Interceptor applies a list of Limits to the calls of a gRPC server, unary
 // and streaming, all or nothing, with the machinery of package httplimit
-// (an httplimit.Limiter).
-//
-// For each call, each limit reads its key and decides in turn (in the
-// order given, except that Bucket limits, which cannot be given back, come
-// after the others); the first refusal stops the decision and gives back what the earlier limits
-// took, and the call fails with codes.ResourceExhausted, carrying a
-// google.rpc.RetryInfo detail (the time after which the refusing limit
-// admits; waiting that long admits) and a google.rpc.QuotaFailure detail
-// naming the limit. A key that cannot be read fails the call with
-// codes.InvalidArgument (see KeyError), a Store error with
-// codes.Unavailable; neither message contains the key or the store's
-// error. An admitted call goes to the handler; when the handler returns,
-// each Pace limit whose ReturnOn codes include the handler's code is given
-// back, and slots are released: a stream holds its slots for its whole
-// life, refreshed while it lives. A stream is one call: it is decided once,
-// when it opens, whatever the number of its messages.
+// (an httplimit.Limiter). The first refusal gives back what the earlier
+// limits took, and fails the call with codes.ResourceExhausted carrying a
+// google.rpc.RetryInfo detail (waiting that long admits) and a
+// google.rpc.QuotaFailure naming the limit; a key that cannot be read fails
+// it with codes.InvalidArgument, a Store error with codes.Unavailable, and
+// no message contains the key. A stream is one call, decided when it opens;
+// it holds its slots for its whole life. docs/grpclimit.md has the details.
 //
 // Install both interceptors with ServerOptions, or Unary and Stream
 // separately. The handler may call Return and Verified with its context.

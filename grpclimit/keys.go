@@ -136,24 +136,14 @@ func FullMethod() KeyFunc {
 
 // ClientIP returns a KeyFunc whose key is the client's IP address, which a
 // client cannot choose, by the rules of httplimit.ClientIP applied to the
-// call's peer address and its metadata.
-//
-// With no trusted prefixes it is the peer's address (the address of the
-// connection), and every forwarding header is ignored. With trusted
-// prefixes (the addresses of your load balancers and gRPC proxies), a call
-// whose peer is trusted is keyed by the "forwarded" (RFC 7239) and
-// "x-forwarded-for" metadata those proxies write, walked from the right,
-// skipping trusted hops: the first untrusted address is the client, and
-// whatever the client wrote there itself stands to its left. A call from a
-// trusted peer without such metadata is keyed by the peer's address. The
-// two headers naming different clients, a malformed, "unknown" or
-// obfuscated entry at the deciding position, or a header over 16 KiB, is a
-// *KeyError answered codes.InvalidArgument.
-//
-// IPv6 addresses are grouped by /64 (see httplimit.IPv6Bits). A peer that
-// is not an IP address (a Unix socket, an in-memory listener) is a
-// *KeyError answered codes.Internal, as is an invalid prefix in trusted
-// (ClientIPWith reports it at once).
+// call's peer address and its "forwarded" and "x-forwarded-for" metadata:
+// with no trusted prefixes the peer's address, every forwarding header
+// ignored; with trusted prefixes (your load balancers and gRPC proxies), the
+// metadata of a trusted peer walked from the right, skipping trusted hops.
+// A malformed or conflicting entry is a *KeyError answered
+// codes.InvalidArgument; a peer that is not an IP address, or an invalid
+// prefix in trusted (ClientIPWith reports it at once), one answered
+// codes.Internal. IPv6 addresses are grouped by /64 (httplimit.IPv6Bits).
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
 	k, err := ClientIPWith(httplimit.TrustProxies(trusted...))
 	if err != nil {
