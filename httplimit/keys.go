@@ -108,27 +108,14 @@ const DefaultMaxFormBody = 64 << 10
 
 // ClientID returns a KeyFunc whose key is the OAuth 2.0 client id of the
 // request (RFC 6749, section 2.3.1): the user name of HTTP Basic credentials
-// when the request has them (URL-decoded, as the RFC requires clients to
-// encode it), and otherwise the client_id field of an
-// application/x-www-form-urlencoded body. The body is read only for POST,
-// PUT and PATCH, the methods whose form body net/http's ParseForm reads, so
-// the key is the client id the handler sees (a GET or DELETE with a form
-// body has none). A request that carries both, naming different clients, is
-// a *KeyError answered 400: RFC 6749 section 2.3 allows one authentication
-// method per request, and the key must be the client the handler
-// authenticates, whichever of the two it reads.
-//
-// Reading the body does not consume it: the handler still reads the whole
-// body, or calls ParseForm, as if nothing had read it. A body above
-// DefaultMaxFormBody is refused with a *KeyError answered 413 (see
-// ClientIDMaxBody for another bound); no client id, an empty one, one longer
-// than MaxKeyLen, a client_id given twice, malformed credentials or a
-// malformed form are *KeyErrors answered 400. Put ClientID's limit after
-// the cheap ones (ClientIP) so that a flood is refused before its
-// presentations are checked. A request refused by an earlier limit still
-// has its body read, within the bound, when ClientID keys a Pace limit: the
-// decision looks at that limit's wait so that Retry-After admits (see
-// Limiter.Decide).
+// (URL-decoded), else the client_id field of an
+// application/x-www-form-urlencoded POST, PUT or PATCH body, read without
+// consuming it (the handler still reads the body or calls ParseForm). A body
+// above DefaultMaxFormBody is a *KeyError answered 413 (see ClientIDMaxBody);
+// no client id, an empty or overlong one, two that differ, or malformed
+// credentials or form are *KeyErrors answered 400. Put ClientID's limit
+// after the cheap ones (ClientIP), so that a flood is refused before its
+// bodies are read. docs/httplimit.md has the details.
 func ClientID() KeyFunc { return clientID(DefaultMaxFormBody) }
 
 // ClientIDMaxBody is ClientID with a bound of maxBytes on the body it reads.
@@ -239,30 +226,18 @@ type replayBody struct {
 }
 
 // ClientIP returns a KeyFunc whose key is the client's IP address, which a
-// client cannot choose.
-//
-// With no trusted prefixes it is the address of the connection, and every
-// forwarding header is ignored. With trusted prefixes (the addresses of your
-// load balancers and reverse proxies), a request whose connection comes from
-// a trusted address is keyed by the forwarding headers those proxies write:
-// Forwarded (RFC 7239) and X-Forwarded-For are walked from the right,
-// skipping trusted hops, and the first untrusted address is the client.
-// Whatever a client wrote into those headers itself stands to the left of
-// what its first proxy appended, so it cannot choose the key. A request from
-// a trusted address without a forwarding header is keyed by that address.
-//
-// When both headers are present and name different clients, or the entry
-// at the deciding position is malformed, "unknown" or obfuscated, or a
-// forwarding header is longer than 16 KiB, the error is a *KeyError
-// answered 400. If your proxies write only one of the two headers, say so
-// with ClientIPWith and ProxyHeader, and the other is ignored.
-//
-// Ports, brackets and IPv6 zones are stripped, and IPv4-mapped IPv6
-// addresses are read as IPv4. IPv6 addresses are grouped by /64, the block
-// one host usually owns (see IPv6Bits): the key is then the prefix, as in
-// "2001:db8:1:2::/64". An invalid prefix in trusted (the zero
-// netip.Prefix) makes every call fail with a *KeyError wrapping
-// pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at once.
+// client cannot choose. With no trusted prefixes it is the address of the
+// connection, and every forwarding header is ignored. With trusted prefixes
+// (your load balancers and reverse proxies), a request from a trusted
+// address is keyed by the Forwarded (RFC 7239) and X-Forwarded-For headers
+// walked from the right, skipping trusted hops: whatever a client wrote
+// stands to the left of what its first proxy appended. A malformed or
+// conflicting entry is a *KeyError answered 400 (ClientIPWith and
+// ProxyHeader name the one header your proxies write). IPv6 addresses are
+// grouped by /64 (IPv6Bits). ClientIP has no error result: an invalid prefix
+// in trusted (the zero netip.Prefix) makes every call fail with a *KeyError
+// wrapping pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at
+// once. docs/httplimit.md has the rules in full.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
 	c, err := newIPConfig([]IPOption{TrustProxies(trusted...)})
 	if err != nil {

@@ -64,24 +64,12 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 
 // Shared returns a Limit that reserves one event of p for each request,
 // keyed by key: a Pace shared by every replica that uses p's store (see
-// pace.Shared). It is a Pace limit in every way but two: its decision may
-// make a round trip to the store (a refusal the store made is remembered by
-// p's local tier, and answered without one until its retry-after), so a
-// store error is a StoreFailed outcome (OnStoreError) unless p has a
-// fallback; and DecideAfterVerify is not available. It can be given back
-// (Return, ReturnOn), exactly as pace.SharedReservation.Return gives back:
-// the give-back is a store call too, made with the request's context
-// without its cancellation (a client gone does not keep its event), bounded
-// by the store client's own timeouts.
-//
-// The key given to p is prefixed as for Bucket, so that two Shared limits on
-// one store never share a bucket, even when a client names as its id the
-// address another limit keys by.
-//
-// Its RateLimit-Policy item and the t of its RateLimit item are those of
-// the pace given to pace.NewShared, as for Pace; r is the whole events left
-// in the key's tightest limit, so with limits added by pace.WithLimit it
-// may be below what the policy alone would leave.
+// pace.Shared). It is a Pace limit except that its decision may make a round
+// trip to the store, so a store error is a StoreFailed outcome unless p has a
+// fallback, and that DecideAfterVerify is not available. It can be given back
+// (Return, ReturnOn), by a store call made with the request's context
+// without its cancellation. The key given to p is prefixed as for Bucket; r
+// is the whole events left in the key's tightest limit (docs/httplimit.md).
 func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindShared, shared: p, key: key, opts: opts}
 }
@@ -90,44 +78,25 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // token bucket at the request's key in s (Store.TokenBucket): capacity
 // tokens, refilled at refillPerSec tokens per second, shared by every
 // process that uses the same store. capacity must be at least 1 and
-// refillPerSec positive; both finite.
-//
-// The key in the store is "httplimit:" + the limit's name + ":" + the key,
-// so two Bucket limits of different names never share a bucket, and two of
-// the same name (in two Middlewares, or two replicas) share it.
-//
-// A Bucket limit cannot be given back yet (the Store has no refund), so New
-// rejects ReturnOn on it, Return leaves it spent, and it is decided after
-// every limit that can be given back. Its RateLimit-Policy item is
-// q=floor(capacity) over w, the seconds a full refill takes, rounded up; it
-// sends no RateLimit item, whose r is required, since the Store does not
-// report what remains.
+// refillPerSec positive; both finite. The key in the store is "httplimit:" +
+// the limit's name + ":" + the key, so two Bucket limits of the same name (in
+// two replicas) share a bucket. A Bucket cannot be given back yet: New
+// rejects ReturnOn on it, and it is decided after every limit that can be.
+// It sends a RateLimit-Policy item but no RateLimit item (docs/httplimit.md).
 func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindBucket, store: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
 }
 
 // Slots returns a Limit that holds one of limit concurrent slots at the
 // request's key in s (Store.AcquireSlot) while the handler runs: acquired
-// before it, released when it returns, and refreshed every ttl/3 while it
-// is still running (a long download, a stream of server-sent events, a
-// WebSocket served by the handler's goroutine). limit must be at least 1
-// and ttl above zero.
-//
-// A key's slots are one counter in the Store with one expiry, not a lease
-// per request: every acquire and refresh of the key moves the expiry of all
-// its slots. The slots a crashed replica held are freed when the key has
-// seen no acquire or refresh for ttl, that is ttl after its last request
-// anywhere ends; while any replica serves a request of the key, they stay
-// counted and the key has fewer slots. Choose a ttl short enough for that
-// (a refresh costs a Store call every ttl/3 per running request).
-//
-// The key in the store is prefixed as for Bucket. A refusal is a 429 with a
-// Retry-After of one second, since no one knows when a slot will free. A
-// Slots limit is a cap on concurrency, not a quota: it sends no
-// RateLimit-Policy or RateLimit item. It cannot take ReturnOn (its slot is
-// always given back when the handler returns), and Return leaves it held
-// until then. A handler that hijacks the connection and returns while
-// another goroutine serves it gives its slot back when it returns.
+// before it, released when it returns, and refreshed every ttl/3 while it is
+// still running (a long download, server-sent events, a WebSocket). limit
+// must be at least 1 and ttl above zero. A key's slots are one counter with
+// one expiry, so a crashed replica's slots are freed ttl after the key's
+// last request anywhere ends. The key in the store is prefixed as for
+// Bucket. A refusal is a 429 with a Retry-After of one second; a Slots limit
+// is a cap on concurrency, not a quota, and sends no RateLimit-Policy or
+// RateLimit item. It cannot take ReturnOn. docs/httplimit.md has the details.
 func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindSlots, store: s, slots: limit, ttl: ttl, key: key, opts: opts}
 }

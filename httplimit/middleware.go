@@ -13,29 +13,17 @@ import (
 )
 
 // Middleware applies a list of Limits to every request of the handlers it
-// wraps, all or nothing.
+// wraps, all or nothing: the first refusal gives back what the earlier
+// limits took, and the request gets a 429 with Retry-After (OnRefusal); a
+// key that cannot be read gets a 400 (KeyError, OnKeyError), a store error a
+// 503 (OnStoreError). When the handler returns, each limit whose ReturnOn
+// statuses include its status is given back, and slots are released. Every
+// response carries the RateLimit-Policy and RateLimit fields. Streaming and
+// WebSockets work through it, and the handler may call Return and Verified.
 //
-// For each request, each limit reads its key and decides in turn (see
-// Limiter for the order); the first refusal stops the decision and gives
-// back what the earlier limits took, and the request gets a 429 with
-// Retry-After (see OnRefusal). A key that cannot be read gets a 400 (see
-// KeyError and OnKeyError), a store error a 503 (see OnStoreError). An
-// admitted request goes to the handler; when the handler returns, each Pace
-// limit whose ReturnOn statuses include the handler's status is given back,
-// and slots are released. Every response carries the RateLimit-Policy and
-// RateLimit fields (draft-ietf-httpapi-ratelimit-headers).
-//
-// The handler sees a ResponseWriter that records its status when a limit
-// needs it (ReturnOn, DecideAfterVerify) and otherwise the original one;
-// the recording one keeps http.Flusher, http.Hijacker, io.ReaderFrom and
-// http.ResponseController working, so streaming and WebSockets work through
-// it. The handler may call Return and Verified with its request.
-//
-// The header field lines the middleware sets are shared between responses,
-// which is what keeps a decision at two allocations: set, add to or delete
-// them with http.Header's methods, which copy, but never write into the
-// slices of the header map.
-//
+// The header field lines the middleware sets are shared between responses:
+// change them with http.Header's methods, which copy, never by writing into
+// the slices of the header map. docs/httplimit.md has the long story.
 // Middleware must be created with New. It is safe for concurrent use by
 // multiple goroutines.
 type Middleware struct {
