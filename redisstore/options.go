@@ -43,24 +43,16 @@ func withClock(clock func() time.Time) Option {
 
 // WithHashedKeys makes the Store write every key under the keyed hash of
 // the caller's key instead of the key itself: the first 128 bits of
-// HMAC-SHA-256 under secret, in base64 ("pace:{q2Xr…22 chars}:b"), inside
-// the hash tag, so the namespaces of one key still share a Cluster slot. A
-// dump of Redis (or MONITOR, or a replica) then shows no client id or
-// address, and without secret a guessed id cannot be checked against it.
-// It still shows how many keys are live and how busy each one is.
-//
-// The secret must be at least MinKeySecret (16) bytes (32 random bytes is
-// the usual choice; a short one could be found by trying every id against a
-// dump); otherwise New returns an error wrapping pace.ErrInvalidArgument.
+// HMAC-SHA-256 under secret, in base64, inside the hash tag (so the
+// namespaces of one key still share a Cluster slot). A dump of Redis, MONITOR
+// or a replica then shows no client id or address, and without secret a
+// guessed id cannot be checked against it; it still shows how many keys are
+// live and how busy each one is. The secret must be at least MinKeySecret
+// (16) bytes, else New returns an error wrapping pace.ErrInvalidArgument.
 // Every Store sharing a Redis must use the same secret; changing it starts
-// every key afresh (full buckets, empty slot counters, no values), as a new
-// prefix would. Two keys share state only if their hashes collide (odds
-// about n²/2¹²⁹ for n live keys).
-//
-// The cost is one HMAC of the key per call, in the client: under a
-// microsecond, against the tens of microseconds of the round trip (see
-// BenchmarkHashedKeys); keys also get a fixed length of 22 bytes inside the
-// tag, shorter than many client ids.
+// every key afresh. Two keys share state only if their hashes collide (odds
+// about n²/2¹²⁹ for n live keys). It costs one HMAC per call, under a
+// microsecond (BenchmarkHashedKeys).
 func WithHashedKeys(secret []byte) Option {
 	return func(c *config) {
 		c.secret = append([]byte(nil), secret...)
