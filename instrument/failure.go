@@ -12,20 +12,14 @@ var errNilRegisterer = fmt.Errorf("instrument: nil registerer: %w", pace.ErrInva
 
 // FailureHook returns a pace.FailureHook, for pace.OnFailure, that counts the
 // decisions a Store wrapped by pace.WithFailurePolicy makes in place of its
-// failed backend, in a counter registered on reg:
-//
-//	pace_store_failure_decisions_total{op, result}
-//
-// op is token_bucket, acquire_slot or acquire_slot_burst; result is allowed
-// (fail-open) or rejected (fail-closed). All six series exist from
-// registration, at zero, so an alert on their rate sees a zero, not a gap.
-// The backend error itself is not a label: its text is unbounded. To log it
-// as well, call the returned hook from your own.
-//
-// FailureHook returns the registration error (a
-// prometheus.AlreadyRegisteredError when reg already has this metric) and no
-// hook; the error wraps pace.ErrInvalidArgument when reg is nil. The hook is
-// safe for concurrent use by multiple goroutines.
+// failed backend in pace_store_failure_decisions_total{op, result},
+// registered on reg: op is token_bucket, acquire_slot or acquire_slot_burst;
+// result is allowed (fail-open) or rejected (fail-closed). All six series
+// exist from registration, at zero. The backend error is not a label (its
+// text is unbounded): to log it, call the returned hook from your own.
+// FailureHook returns the registration error and no hook, or an error
+// wrapping pace.ErrInvalidArgument when reg is nil. The hook is safe for
+// concurrent use by multiple goroutines.
 func FailureHook(reg prometheus.Registerer) (pace.FailureHook, error) {
 	if reg == nil {
 		return nil, errNilRegisterer
