@@ -20,17 +20,16 @@ import (
 // and streaming, all or nothing, with the machinery of package httplimit
 // (an httplimit.Limiter).
 //
-// For each call, each limit reads its key and decides in turn (in the
-// order given, except that Bucket limits, which cannot be given back, come
-// after the others); the first refusal stops the decision and gives back what the earlier limits
-// took, and the call fails with codes.ResourceExhausted, carrying a
+// For each call, each limit reads its key and decides in turn, in the
+// order given; the first refusal stops the decision and gives back what the
+// earlier limits took, and the call fails with codes.ResourceExhausted, carrying a
 // google.rpc.RetryInfo detail (the time after which the refusing limit
 // admits; waiting that long admits) and a google.rpc.QuotaFailure detail
 // naming the limit. A key that cannot be read fails the call with
 // codes.InvalidArgument (see KeyError), a Store error with
 // codes.Unavailable; neither message contains the key or the store's
 // error. An admitted call goes to the handler; when the handler returns,
-// each Pace limit whose ReturnOn codes include the handler's code is given
+// each limit whose ReturnOn codes include the handler's code is given
 // back, and slots are released: a stream holds its slots for its whole
 // life, refreshed while it lives. A stream is one call: it is decided once,
 // when it opens, whatever the number of its messages.
@@ -63,7 +62,7 @@ type Interceptor struct {
 // The error wraps pace.ErrInvalidArgument when limits is empty, when a
 // limit is the zero Limit, has a nil KeyFunc, pace or store, an invalid
 // shape or name, two limits have the same name, or an option does not fit
-// its limit (a code that is not canonical, ReturnOn on a Bucket or Slots,
+// its limit (a code that is not canonical, ReturnOn on Slots,
 // DecideAfterVerify on anything but a Pace); or it is the error of the
 // WithObserver function.
 func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
@@ -74,7 +73,7 @@ func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
 			return nil, invalidf("limit %d: %v", i, lim.err)
 		}
 		hl[i], ic.keys[i] = lim.h, lim.key
-		ic.needCtx = ic.needCtx || lim.kind == kindPace // Return, Verified
+		ic.needCtx = ic.needCtx || lim.kind != kindSlots // Return, Verified
 	}
 	l, err := httplimit.NewLimiter(hl, opts...)
 	if err != nil {
