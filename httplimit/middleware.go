@@ -21,7 +21,7 @@ import (
 // back what the earlier limits took, and the request gets a 429 with
 // Retry-After (see OnRefusal). A key that cannot be read gets a 400 (see
 // KeyError and OnKeyError), a store error a 503 (see OnStoreError). An
-// admitted request goes to the handler; when the handler returns, each Pace
+// admitted request goes to the handler; when the handler returns, each
 // limit whose ReturnOn statuses include the handler's status is given back,
 // and slots are released. Every response carries the RateLimit-Policy and
 // RateLimit fields (draft-ietf-httpapi-ratelimit-headers).
@@ -32,10 +32,14 @@ import (
 // http.ResponseController working, so streaming and WebSockets work through
 // it. The handler may call Return and Verified with its request.
 //
-// The header field lines the middleware sets are shared between responses,
-// which is what keeps a decision at two allocations: set, add to or delete
-// them with http.Header's methods, which copy, but never write into the
-// slices of the header map.
+// A request allocates a copy of itself that carries its context to Return
+// and Verified (when a limit can be given back), and a small object, that
+// context; the rest of its state is recycled once the request is over (a
+// handler may keep its request: a Return after the request is over does
+// nothing). The header field lines the middleware sets are shared between
+// responses, which is what keeps a decision at those two allocations: set,
+// add to or delete them with http.Header's methods, which copy, but never
+// write into the slices of the header map.
 //
 // Middleware must be created with New. It is safe for concurrent use by
 // multiple goroutines.
@@ -49,7 +53,7 @@ type Middleware struct {
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on a Bucket or Slots, DecideAfterVerify on anything but a Pace), or two
+// on Slots, DecideAfterVerify on anything but a Pace), or two
 // Pace limits have the same *pace.Pace (their keys would share one table);
 // or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
