@@ -18,7 +18,7 @@ var (
 // state has the size of the middleware's per-request allocation besides
 // the request copy (its call: the context and ResponseWriter of the
 // request), pointers included; the rest of its state is recycled.
-type state [8]*int
+type state [10]*int
 
 // reportCPU starts measuring the CPU time of the benchmark; the function it
 // returns reports it as cpu-ns/op, all cores together (see cpuTime).

@@ -247,7 +247,7 @@ type Ticket struct {
 // nothing is held and Finish does nothing.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
 	if t.l != nil {
-		*t = Ticket{} // reused: a fresh Ticket is zero already
+		t.reset() // reused: a fresh Ticket is zero already
 	}
 	t.l, t.ctx, t.failed = l, ctx, -1
 	if len(l.limits) <= inlineHolds {
@@ -674,6 +674,11 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(1, ceilSeconds(d))
 }
 
-// reset makes t a zero Ticket again, for reuse, dropping what it referred
-// to (the request's context, keys).
-func (t *Ticket) reset() { *t = Ticket{} }
+// reset makes t, which no one else uses, a zero Ticket again, for reuse,
+// dropping what it referred to (the request's context, keys): field by
+// field, so that only the holds in use are cleared.
+func (t *Ticket) reset() {
+	clear(t.holds)
+	t.outcome, t.finished, t.failed, t.pending = 0, false, 0, 0
+	t.l, t.ctx, t.holds, t.wait, t.err, t.stop = nil, nil, nil, 0, nil, nil
+}

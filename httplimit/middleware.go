@@ -97,7 +97,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.l.policy != nil {
 		hdr["Ratelimit-Policy"] = m.l.policy
 	}
-	if rl := s.t.rateLimit(nil); rl != nil {
+	var one *[1]string // for a RateLimit line that is not cached: the call's, if any
+	if c != nil {
+		one = &c.field
+	}
+	if rl := s.t.rateLimit(one); rl != nil {
 		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into a shared line
 	}
 	if m.l.cfg.legacy {
@@ -205,7 +209,8 @@ type call struct {
 	gen    uint64 // s.gen while s is this request's
 	l      *Limiter
 	rw     http.ResponseWriter
-	status int32 // the handler's status, once written
+	status int32     // the handler's status, once written
+	field  [1]string // the RateLimit field line, when it is not a cached one
 }
 
 type ctxKey struct{}
@@ -292,7 +297,7 @@ func (c *call) verified(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ok := t.Verify()
 	t.mu.Lock()
-	rl := t.rateLimit(nil)
+	rl := t.rateLimit(&c.field)
 	refused := t.outcome == Refused
 	t.mu.Unlock()
 	hdr := w.Header()
