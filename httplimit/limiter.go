@@ -184,12 +184,17 @@ const (
 )
 
 type hold struct {
-	state   holdState
-	res     pace.Reservation        // holdTaken, of a Pace
-	shared  *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
-	key     string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
-	receipt pace.Receipt            // holdTaken, of a Bucket: what Store.Refund needs
-	left    int                     // holdTaken, of a Bucket: the tokens the store reported left
+	state  holdState
+	res    pace.Reservation        // holdTaken, of a Pace
+	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
+	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
+	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
+}
+
+// bucketHold is what a Ticket keeps of a Bucket limit's take.
+type bucketHold struct {
+	receipt pace.Receipt // what Store.Refund needs
+	left    int          // the whole tokens the store reported left
 }
 
 // remaining reports the events left after the take of limit i, a Pace,
@@ -200,7 +205,7 @@ func (t *Ticket) remaining(i int) int {
 	case kindShared:
 		return h.shared.Remaining()
 	case kindBucket:
-		return h.left
+		return h.bucket.left
 	}
 	return h.res.Remaining()
 }
@@ -307,7 +312,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			if !g.OK {
 				return t.refuseAt(ctx, pos, g.RetryAfter, key)
 			}
-			h.state, h.key, h.receipt, h.left = holdTaken, sk, g.Receipt, g.Remaining
+			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining}
 		case kindSlots:
 			sk := lim.storeKey(k)
 			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
@@ -431,7 +436,7 @@ func (t *Ticket) giveBack(i int) {
 		_ = h.shared.Return(context.WithoutCancel(t.ctx))
 	case kindBucket:
 		ctx, cancel := releaseContext(t.ctx)
-		_ = lim.store.Refund(ctx, h.key, lim.shapes, h.receipt)
+		_ = lim.store.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
 		cancel()
 	default:
 		h.res.Return()
