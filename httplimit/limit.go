@@ -102,7 +102,14 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // request's own token, as much of it as has not refilled since, once. The
 // refund is a store call, made with the request's context without its
 // cancellation and bounded by five seconds; one that fails leaves the token
-// spent (stricter, never over the limit). Its RateLimit-Policy item is
+// spent (stricter, never over the limit). A store error is a StoreFailed
+// outcome (OnStoreError), but for a store wrapped by pace.WithFailurePolicy,
+// which decides TokenBucket and not Take: when Take fails, the limit asks
+// the store's TokenBucket, so that the policy decides (an admission so
+// decided has nothing to give back; on a store without a policy that call
+// normally meets the same failure, and the error stands; if the backend
+// answers it, the request is counted in the store's TokenBucket bucket of
+// the key instead). Its RateLimit-Policy item is
 // q=floor(capacity) over w, the seconds a full refill takes, rounded up;
 // its RateLimit item gives r, the whole tokens the store reports left after
 // the decision, and t, the seconds until the bucket is full again if no one
