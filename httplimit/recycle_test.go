@@ -61,8 +61,9 @@ func TestLateReturn(t *testing.T) {
 
 // TestReturnInsideAfterRecycle: a handler that calls Return with a request
 // kept from an earlier request, which is over, gives back nothing of its own
-// request's (whose state may be the recycled one); Return with its own
-// request, or one derived from it, still gives back its own.
+// request's (whose state may be the recycled one), and Verified with it
+// reports false and writes nothing; Return with its own request, or one
+// derived from it, still gives back its own.
 func TestReturnInsideAfterRecycle(t *testing.T) {
 	clk := newClock()
 	p := newPace(t, 0.01, clk)
@@ -74,6 +75,9 @@ func TestReturnInsideAfterRecycle(t *testing.T) {
 			prev = r
 		case "stale":
 			httplimit.Return(prev) // the old request's: over, nothing to give back
+			if httplimit.Verified(w, prev) {
+				t.Error("Verified with a request that is over reported true")
+			}
 		case "own":
 			type k struct{}
 			httplimit.Return(r.WithContext(context.WithValue(r.Context(), k{}, 1)))
