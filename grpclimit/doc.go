@@ -2,8 +2,9 @@
 // package httplimit, applied all or nothing to unary calls and streams,
 // with keys a client cannot forge and refusals a client can act on.
 //
-// An Interceptor applies a list of Limits (a Pace, a token Bucket in a
-// Store, concurrent Slots in a Store), each counted per key, the key read
+// An Interceptor applies a list of Limits (a Pace, a pace Shared by the
+// replicas through a Store, a token Bucket in a Store, concurrent Slots in
+// a Store), each counted per key, the key read
 // from the call by a KeyFunc: ClientIP (the peer's address, or the
 // forwarding metadata of trusted proxies read from the right), Metadata (a
 // metadata value such as an API key), FullMethod. A refused call fails with

@@ -106,7 +106,7 @@ func TestStreamRefusal(t *testing.T) {
 
 // TestAllOrNothing: limits are decided all or nothing: a call refused by
 // the per-client limit spends nothing of the per-peer limit, nor of a Store
-// Bucket (decided after the limits that can be given back).
+// Bucket decided before both (its token refunded).
 func TestAllOrNothing(t *testing.T) {
 	clk := newClock()
 	store := memory.New(memory.WithClock(clk.Now))
@@ -120,7 +120,7 @@ func TestAllOrNothing(t *testing.T) {
 	if err := check(t, client, "", "client-id", "a"); err != nil {
 		t.Fatal(err)
 	}
-	refusal(t, check(t, client, "", "client-id", "a"), "per-client") // per-peer given back, bucket untouched
+	refusal(t, check(t, client, "", "client-id", "a"), "per-client") // per-peer and bucket given back
 	if err := check(t, client, "", "client-id", "b"); err != nil {
 		t.Fatalf("second per-peer event: %v; the refusal spent it", err)
 	}
@@ -137,8 +137,8 @@ func TestAllOrNothing(t *testing.T) {
 	if got := c.get("per-peer", httplimit.Returned); got != 1 {
 		t.Fatalf("per-peer returned %d; want 1, for the refusal by per-client", got)
 	}
-	if got := c.get("bucket", httplimit.Admitted); got != 2 {
-		t.Fatalf("bucket took %d; want 2 (decided last, never for a refused call)", got)
+	if got := c.get("bucket", httplimit.Returned); got != 3 {
+		t.Fatalf("bucket returned %d; want 3, one per refused call", got)
 	}
 }
 
@@ -538,6 +538,10 @@ func TestDryRun(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	p, _ := pace.New(1)
 	s := memory.New()
+	sh, err := pace.NewShared(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := grpclimit.ClientIP()
 	cases := []struct {
 		name   string
@@ -548,7 +552,8 @@ func TestNewErrors(t *testing.T) {
 		{"nil KeyFunc", []grpclimit.Limit{grpclimit.Pace(p, nil)}},
 		{"nil pace", []grpclimit.Limit{grpclimit.Pace(nil, key)}},
 		{"code not canonical", []grpclimit.Limit{grpclimit.Pace(p, key, grpclimit.ReturnOn(codes.Code(17)))}},
-		{"ReturnOn on a Bucket", []grpclimit.Limit{grpclimit.Bucket(s, 1, 1, key, grpclimit.ReturnOn(codes.Unauthenticated))}},
+		{"nil Shared", []grpclimit.Limit{grpclimit.Shared(nil, key)}},
+		{"DecideAfterVerify on a Shared", []grpclimit.Limit{grpclimit.Shared(sh, key, grpclimit.DecideAfterVerify())}},
 		{"ReturnOn on Slots", []grpclimit.Limit{grpclimit.Slots(s, 1, time.Second, key, grpclimit.ReturnOn(codes.Unauthenticated))}},
 		{"DecideAfterVerify on Slots", []grpclimit.Limit{grpclimit.Slots(s, 1, time.Second, key, grpclimit.DecideAfterVerify())}},
 		{"bad Bucket", []grpclimit.Limit{grpclimit.Bucket(s, 0, 1, key)}},
@@ -562,8 +567,57 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("%s: New = %v, %v; want an error wrapping ErrInvalidArgument", tc.name, ic, err)
 		}
 	}
-	ic := mustNew(t, []grpclimit.Limit{grpclimit.Pace(p, key), grpclimit.Slots(s, 1, time.Second, key)})
-	if got := strings.Join(ic.Names(), ","); got != "pace-0,slots-1" {
+	ic := mustNew(t, []grpclimit.Limit{grpclimit.Pace(p, key), grpclimit.Slots(s, 1, time.Second, key),
+		grpclimit.Shared(sh, key), grpclimit.Bucket(s, 1, 1, key, grpclimit.ReturnOn(codes.Unauthenticated))})
+	if got := strings.Join(ic.Names(), ","); got != "pace-0,slots-1,shared-2,bucket-3" {
 		t.Fatalf("Names = %s", got)
+	}
+}
+
+// TestStoreLimitsReturn: a Shared limit and a Bucket limit, over the real
+// loopback server, give their reservation back through the store when the
+// handler answers a ReturnOn code, and when it calls Return: twenty forged
+// calls cost the client nothing, and a call that returned leaves the room
+// to the next; a call that is not given back spends, and the next is
+// refused with the wait until one fits.
+func TestStoreLimitsReturn(t *testing.T) {
+	for _, kind := range []string{"shared", "bucket"} {
+		t.Run(kind, func(t *testing.T) {
+			clk := newClock()
+			st := memory.New(memory.WithClock(clk.Now))
+			t.Cleanup(func() { st.Close(context.Background()) })
+			opts := []grpclimit.LimitOption{grpclimit.Name("per-client"), grpclimit.ReturnOn(codes.Unauthenticated)}
+			lim := grpclimit.Bucket(st, 1, 1, grpclimit.Metadata("client-id"), opts...)
+			if kind == "shared" {
+				p, err := pace.NewShared(st, 1, pace.WithSharedClock(clk.Now))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim = grpclimit.Shared(p, grpclimit.Metadata("client-id"), opts...)
+			}
+			var c counter
+			client := serve(t, mustNew(t, []grpclimit.Limit{lim}, c.option()), &server{})
+			for range 20 {
+				wantCode(t, check(t, client, svcUnauthenticated, "client-id", "app-1"), codes.Unauthenticated, "forger")
+			}
+			for range 3 {
+				if err := check(t, client, svcReturn, "client-id", "app-1"); err != nil {
+					t.Fatalf("a call that returns: %v; want admitted", err)
+				}
+			}
+			if err := check(t, client, "", "client-id", "app-1"); err != nil {
+				t.Fatalf("the client after 20 forgeries and 3 returns: %v; want admitted", err)
+			}
+			if wait := refusal(t, check(t, client, "", "client-id", "app-1"), "per-client"); wait != time.Second {
+				t.Fatalf("retry delay %v; want 1s", wait)
+			}
+			clk.Advance(time.Second)
+			if err := check(t, client, "", "client-id", "app-1"); err != nil {
+				t.Fatalf("after the retry delay: %v; want admitted", err)
+			}
+			if got := c.get("per-client", httplimit.Returned); got != 23 {
+				t.Fatalf("returned %d; want 23", got)
+			}
+		})
 	}
 }

@@ -54,7 +54,7 @@ type Interceptor struct {
 // The error wraps pace.ErrInvalidArgument when limits is empty, when a
 // limit is the zero Limit, has a nil KeyFunc, pace or store, an invalid
 // shape or name, two limits have the same name, or an option does not fit
-// its limit (a code that is not canonical, ReturnOn on a Bucket or Slots,
+// its limit (a code that is not canonical, ReturnOn on Slots,
 // DecideAfterVerify on anything but a Pace); or it is the error of the
 // WithObserver function.
 func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
@@ -65,7 +65,7 @@ func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
 			return nil, invalidf("limit %d: %s", i, lim.bad)
 		}
 		hl[i], ic.keys[i] = lim.h, lim.key
-		ic.needCtx = ic.needCtx || lim.kind == kindPace // Return, Verified
+		ic.needCtx = ic.needCtx || lim.kind != kindSlots // Return, Verified
 	}
 	l, err := httplimit.NewLimiter(hl, opts...)
 	if err != nil {

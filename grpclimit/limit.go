@@ -15,13 +15,15 @@ type kind uint8
 
 const (
 	kindPace kind = iota + 1
+	kindShared
 	kindBucket
 	kindSlots
 )
 
 // Limit is one limit applied to every call that an Interceptor decides: a
-// Pace, a token Bucket in a Store, or a count of concurrent Slots in a
-// Store, each counted per key. Build it with Pace, Bucket or Slots; the
+// Pace, a pace Shared by every replica through a Store, a token Bucket in a
+// Store, or a count of concurrent Slots in a Store, each counted per key.
+// Build it with Pace, Shared, Bucket or Slots; the
 // zero Limit is rejected by New. It is an httplimit.Limit with a key read
 // from gRPC calls, and behaves as one (see there for the details of each
 // kind); New validates it.
@@ -41,8 +43,24 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, bad: bad}
 }
 
+// Shared returns a Limit that reserves one event of p for each call, keyed
+// by key: a pace shared by every replica that uses p's store (see
+// pace.Shared and httplimit.Shared). Its decision may make a round trip to
+// the store, so a store error fails the call with codes.Unavailable unless
+// p has a fallback. It can be given back (ReturnOn, Return), exactly as
+// pace.SharedReservation.Return gives back, with a store call.
+// DecideAfterVerify is not available.
+//
+// Its key in the store is prefixed as that of httplimit.Shared: a Shared
+// limit of an HTTP middleware with the same name and p shares the buckets,
+// so that a client counts once across both transports.
+func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
+	o, bad := compile(opts)
+	return Limit{h: httplimit.Shared(p, nil, o...), key: key, kind: kindShared, bad: bad}
+}
+
 // Bucket returns a Limit that takes one token for each call from the token
-// bucket at the call's key in s (Store.TokenBucket): capacity tokens,
+// bucket at the call's key in s (Store.Take): capacity tokens,
 // refilled at refillPerSec tokens per second, shared by every process that
 // uses the same store. capacity must be at least 1 and refillPerSec
 // positive; both finite.
@@ -51,8 +69,8 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // limit's name + ":" + the key: a Bucket limit of an HTTP middleware with
 // the same name and store shares the buckets, so that a client counts once
 // across both transports; give the limits different names to keep them
-// apart. It cannot be given back yet (New rejects ReturnOn on it), and is
-// decided after the limits that can.
+// apart. It can be given back (ReturnOn, Return) through Store.Refund,
+// exactly its own token, once (see httplimit.Bucket).
 func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, bad: bad}
@@ -100,8 +118,8 @@ func Name(name string) LimitOption {
 // handler's error is status.Code(err) (codes.Unknown for an error that is
 // not a status); a handler that panics counts as codes.Internal. Codes
 // accumulate over several ReturnOn and must be canonical (codes.OK to
-// codes.Unauthenticated). Only a Pace limit takes it: New rejects it on a
-// Bucket and on Slots (see httplimit.ReturnOn).
+// codes.Unauthenticated). A Pace, Shared or Bucket limit takes it: New
+// rejects it on Slots, always released (see httplimit.ReturnOn).
 func ReturnOn(code ...codes.Code) LimitOption {
 	return func(c *limitConfig) { c.returnOn = append(c.returnOn, code...) }
 }

@@ -48,16 +48,14 @@ func TestVerifiedRefusalReleasesSlots(t *testing.T) {
 	}
 }
 
-// TestVerifyRefusalKeepsOnlyTheBucketToken: Verify's doc said that when a
-// DecideAfterVerify limit no longer fits it "gives back everything the
-// ticket took", and Limiter's that a refused request spends nothing; a
-// Bucket is decided in Decide, before the handler verifies, and cannot be
-// given back, so its token stayed spent. Deciding the Bucket only after
-// verification would let every forged presentation (never verified) pass a
-// per-address Bucket without spending it, so the docs now say exactly
-// this: a refusal by Verify gives back every Pace event and keeps the
-// Bucket token spent, as a failed verification does.
-func TestVerifyRefusalKeepsOnlyTheBucketToken(t *testing.T) {
+// TestVerifyRefusalGivesEverythingBack: a refusal by Verify (a
+// DecideAfterVerify limit that no longer fits) refuses the request, which
+// then spends nothing: its Pace events and its Bucket token, decided in
+// Decide before the handler verified, are given back (the Bucket through
+// Store.Refund). A failed verification, by contrast, keeps the Bucket token
+// spent (TestReturnOnBucket...), so a per-address Bucket still bounds
+// forged presentations.
+func TestVerifyRefusalGivesEverythingBack(t *testing.T) {
 	clk := newClock()
 	p, perApp := newPace(t, 1, clk), newPace(t, 1, clk)
 	st := memory.New(memory.WithClock(clk.Now))
@@ -89,12 +87,20 @@ func TestVerifyRefusalKeepsOnlyTheBucketToken(t *testing.T) {
 	if ok, _ := perApp.Peek("app-1"); !ok {
 		t.Fatal("the request refused by Verify kept its per-app Pace event")
 	}
-	// The per-ip token stays spent, as documented.
+	// The per-ip token (a bucket of one) is back: another client from the
+	// same address is admitted, and then the address's bucket is spent.
 	var b httplimit.Ticket
 	out := l.Decide(context.Background(), &b, keys("app-2"))
 	b.Finish(http.StatusOK)
-	if _, name, _ := b.Refusal(); out != httplimit.Refused || name != "per-ip" {
-		t.Fatalf("another client from the same address: %v (%q); want refused by per-ip, whose token the request refused by Verify spent", out, name)
+	if out != httplimit.Admitted {
+		_, name, _ := b.Refusal()
+		t.Fatalf("another client from the same address: %v (%q); want admitted, the refused request's per-ip token given back", out, name)
+	}
+	var c httplimit.Ticket
+	out = l.Decide(context.Background(), &c, keys("app-3"))
+	c.Finish(http.StatusOK)
+	if _, name, _ := c.Refusal(); out != httplimit.Refused || name != "per-ip" {
+		t.Fatalf("a third client from the same address: %v (%q); want refused by per-ip, spent by the second", out, name)
 	}
 }
 

@@ -12,20 +12,31 @@ import (
 	"time"
 
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/memory"
 )
 
 // TestForgerCostsNothing: a forger presenting the honest client's id with
 // wrong secrets at 300 requests per second, over HTTP through the
 // middleware, spends nothing of the client's pace: the honest client asking
 // at 4/s under a pace of 5/s has every request accepted, alone and under
-// attack. Time is simulated: ten seconds in steps of 1/300 s.
+// attack. Time is simulated: ten seconds in steps of 1/300 s. The limit is
+// a Pace, and then a Bucket of 5 tokens refilled at 5/s in the memory Store,
+// given back through Store.Refund.
 func TestForgerCostsNothing(t *testing.T) {
+	for _, kind := range []string{"pace", "bucket"} {
+		t.Run(kind, func(t *testing.T) { forgerRun(t, kind) })
+	}
+}
+
+func forgerRun(t *testing.T, kind string) {
 	for _, attack := range []bool{false, true} {
 		clk := newClock()
-		p := newPace(t, 5, clk)
-		m := mustNew(t, []httplimit.Limit{
-			httplimit.Pace(p, httplimit.ClientID(), httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)),
-		})
+		opts := []httplimit.LimitOption{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
+		lim := httplimit.Pace(newPace(t, 5, clk), httplimit.ClientID(), opts...)
+		if kind == "bucket" {
+			lim = httplimit.Bucket(memory.New(memory.WithClock(clk.Now)), 5, 5, httplimit.ClientID(), opts...)
+		}
+		m := mustNew(t, []httplimit.Limit{lim})
 		srv := httptest.NewServer(m.Wrap(tokenHandler(nil, false)))
 		post := func(secret string) int {
 			form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"app-1"}, "client_secret": {secret}}

@@ -113,9 +113,8 @@ func TestHeadersAgreeWithDecisions(t *testing.T) {
 }
 
 // TestHeadersSeveralLimits: one item per quota limit in each field, in the
-// order given; a Bucket sends its policy but no RateLimit item (r is
-// required, and the Store does not report it); Slots send neither; a
-// refusal reports the refusing limit.
+// order given; a Bucket's r is what the Store reports left; Slots send
+// neither; a refusal reports the refusing limit.
 func TestHeadersSeveralLimits(t *testing.T) {
 	clk := newClock()
 	s := memory.New(memory.WithClock(clk.Now))
@@ -147,7 +146,8 @@ func TestHeadersSeveralLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rls) != 2 || rls[0].value != `fast "q"` || rls[0].intParam(t, "r") != 9 || rls[1].value != "slow" || rls[1].intParam(t, "r") != 1 {
+	if len(rls) != 3 || rls[0].value != "per-ip" || rls[0].intParam(t, "r") != 99 || rls[0].intParam(t, "t") != 1 ||
+		rls[1].value != `fast "q"` || rls[1].intParam(t, "r") != 9 || rls[2].value != "slow" || rls[2].intParam(t, "r") != 1 {
 		t.Fatalf("RateLimit %q", w.Header().Values("RateLimit"))
 	}
 	if w.Header().Get("X-RateLimit-Limit") != "2" || w.Header().Get("X-RateLimit-Remaining") != "1" || w.Header().Get("X-RateLimit-Reset") != "1" {

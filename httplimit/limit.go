@@ -75,14 +75,16 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 }
 
 // Bucket returns a Limit that takes one token for each request from the
-// token bucket at the request's key in s (Store.TokenBucket): capacity
-// tokens, refilled at refillPerSec tokens per second, shared by every
-// process that uses the same store. capacity must be at least 1 and
+// token bucket at the request's key in s (Store.Take with one shape):
+// capacity tokens, refilled at refillPerSec tokens per second, shared by
+// every process that uses the same store. capacity must be at least 1 and
 // refillPerSec positive; both finite. The key in the store is "httplimit:" +
 // the limit's name + ":" + the key, so two Bucket limits of the same name (in
-// two replicas) share a bucket. A Bucket cannot be given back yet: New
-// rejects ReturnOn on it, and it is decided after every limit that can be.
-// It sends a RateLimit-Policy item but no RateLimit item (docs/httplimit.md).
+// two replicas) share a bucket. It can be given back (Return, ReturnOn)
+// through Store.Refund: the request's own token, as much of it as has not
+// refilled, once; a refund that fails leaves the token spent. It sends r and
+// t as the store reports them. A store error is decided by the store's
+// pace.WithFailurePolicy, if any (docs/httplimit.md).
 func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindBucket, store: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
 }
@@ -125,9 +127,9 @@ func Name(name string) LimitOption {
 // a token endpoint, ReturnOn(http.StatusUnauthorized) on the per-client
 // limit means that only accepted presentations spend a client's pace, so a
 // forger naming someone else's client id spends nothing of it. Statuses
-// accumulate over several ReturnOn and must be between 100 and 599. Only a
-// Pace or a Shared limit takes it: New rejects it on a Bucket (the Store
-// cannot refund a TokenBucket) and on Slots (always released).
+// accumulate over several ReturnOn and must be between 100 and 599. A
+// Pace, a Shared or a Bucket limit takes it: New rejects it on Slots (a slot
+// is always released when the handler returns).
 //
 // Reserve-then-return holds the reservation while the handler runs: with a
 // slow check (a 50 ms password hash), forged requests in flight can hold the
@@ -142,8 +144,8 @@ func ReturnOn(status ...int) LimitOption {
 // verification takes. Before the handler the middleware only looks at the
 // key's pace (pace.Pace.Peek) and refuses the request if one event would not
 // fit; after a successful verification the handler calls Verified(w, r),
-// which takes the event, or, if it no longer fits, gives back the request's
-// Pace events, writes the refusal and returns false. A handler that never
+// which takes the event, or, if it no longer fits, gives back everything the
+// request took, writes the refusal and returns false. A handler that never
 // calls Verified is judged by its status: an error or a ReturnOn status
 // takes nothing, any other takes the event whether or not it fits
 // (pace.Pace.Debit). Choose it over reserve-then-return when verification is
@@ -172,6 +174,7 @@ type limit struct {
 	items    []atomic.Pointer[[]string]
 	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
 	problem  problemDoc                 // the default refusal, set by New
+	shapes   []pace.Bucket              // Bucket: its one shape, for Store.Take and Refund
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -185,14 +188,12 @@ func (s *statusSet) empty() bool { return *s == statusSet{} }
 
 func (l *limit) refundable() bool           { return canRefund(l.kind) }
 func (l *limit) undoable() bool             { return l.kind == kindSlots || l.refundable() }
-func (l *limit) reportsRemaining() bool     { return l.kind == kindPace || l.kind == kindShared }
+func (l *limit) reportsRemaining() bool     { return l.kind != kindSlots }
 func (l *limit) storeKey(key string) string { return l.prefix + key }
 
 // canRefund reports whether a limit of kind k can be given back after it
-// was taken. A Bucket cannot until the Store can refund a token bucket (the
-// issue on shared limits across replicas); when it can, this is the one
-// place to change, with the refund in giveBack and remaining in decide.
-func canRefund(k kind) bool { return k == kindPace || k == kindShared }
+// was taken: every kind but Slots, which is released instead.
+func canRefund(k kind) bool { return k != kindSlots }
 
 // maxItems bounds the cached RateLimit fields of one limit (8 KiB of
 // pointers); a limit whose burst is larger formats the others each time.
@@ -227,11 +228,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		c.returnOn.add(s)
 	}
 	if !c.returnOn.empty() && !canRefund(l.kind) {
-		why := "a Store bucket cannot be given back yet"
-		if l.kind == kindSlots {
-			why = "a slot is always released when the handler returns"
-		}
-		return c, invalidf("limit %q: ReturnOn on a %s limit: %s", c.name, kindNames[l.kind], why)
+		return c, invalidf("limit %q: ReturnOn on a %s limit: a slot is always released when the handler returns", c.name, kindNames[l.kind])
 	}
 	if cfg.afterVerify && l.kind != kindPace {
 		return c, invalidf("limit %q: DecideAfterVerify needs a Pace limit", c.name)
@@ -260,9 +257,12 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		if _, err := pace.NewBucket(l.capacity, l.refill, 1); err != nil {
+		b, err := pace.NewBucket(l.capacity, l.refill, 1)
+		if err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
+		c.shapes = []pace.Bucket{b}
+		c.interval, c.tol = b.Interval(), b.Tolerance()
 		c.q = int64(math.Floor(l.capacity))
 		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
 	case kindSlots:
@@ -284,8 +284,8 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 	return c, nil
 }
 
-// fullIn reports, in whole seconds rounded up, when the bucket of a Pace
-// limit that has r whole events left is full again: at most the time the
+// fullIn reports, in whole seconds rounded up, when the bucket of a Pace,
+// Shared or Bucket limit that has r whole events left is full again: at most the time the
 // missing events take to refill.
 func (l *limit) fullIn(r int) int64 {
 	return ceilSeconds(max(0, l.tol-time.Duration(r)*l.interval))

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -13,14 +14,11 @@ import (
 // whatever carries the requests: it is the machinery under Middleware, for
 // other transports (package grpclimit) to reuse with keys of their own.
 //
-// Limits are decided in the order given, except that those that cannot be
-// given back (Bucket) are decided after those that can; the first refusal
-// stops the decision and gives back what the earlier limits took, so a
-// refused request spends nothing, but of its Bucket tokens when a later
-// Bucket refused or when Ticket.Verify refused (a Bucket is decided before
-// the handler verifies, so that it bounds every presentation, forged ones
-// included, and cannot be given back yet). A Limiter is safe for
-// concurrent use by multiple goroutines; each request has its own Ticket.
+// Limits are decided in the order given; the first refusal stops the
+// decision and gives back what the earlier limits took (Pace and Shared
+// events, Bucket tokens through Store.Refund, slots), so a refused request
+// spends nothing. A Limiter is safe for concurrent use by multiple
+// goroutines; each request has its own Ticket.
 type Limiter struct {
 	limits []limit // in the order given to NewLimiter
 	order  []int   // decision order: indexes into limits
@@ -180,8 +178,7 @@ type holdState uint8
 
 const (
 	holdNone   holdState = iota // nothing, or given back
-	holdTaken                   // a Pace or Shared reservation, returnable
-	holdSpent                   // a Bucket token, not returnable
+	holdTaken                   // a Pace, Shared or Bucket reservation, returnable
 	holdPeeked                  // DecideAfterVerify: looked at, not taken
 	holdSlot                    // a slot, released by Finish
 )
@@ -190,13 +187,25 @@ type hold struct {
 	state  holdState
 	res    pace.Reservation        // holdTaken, of a Pace
 	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
-	key    string                  // holdPeeked: the key; holdSlot: the store key
+	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
+	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
 }
 
-// remaining reports the events left after a Pace or Shared limit's take.
-func (h *hold) remaining() int {
-	if h.shared != nil {
+// bucketHold is what a Ticket keeps of a Bucket limit's take.
+type bucketHold struct {
+	receipt pace.Receipt // what Store.Refund needs
+	left    int          // the whole tokens the store reported left
+}
+
+// remaining reports the events left after the take of limit i, a Pace,
+// Shared or Bucket limit.
+func (t *Ticket) remaining(i int) int {
+	h := &t.holds[i]
+	switch t.l.limits[i].kind {
+	case kindShared:
 		return h.shared.Remaining()
+	case kindBucket:
+		return h.bucket.left
 	}
 	return h.res.Remaining()
 }
@@ -243,7 +252,7 @@ type Ticket struct {
 // nothing is held and Finish does nothing.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
 	if t.l != nil {
-		*t = Ticket{} // reused: a fresh Ticket is zero already
+		t.reset() // reused: a fresh Ticket is zero already
 	}
 	t.l, t.ctx, t.failed = l, ctx, -1
 	if len(l.limits) <= inlineHolds {
@@ -285,14 +294,25 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			h.shared = &r
 			h.state = holdTaken
 		case kindBucket:
-			ok, wait, err := lim.store.TokenBucket(ctx, lim.storeKey(k), lim.capacity, lim.refill, 1)
+			sk := lim.storeKey(k)
+			g, err := lim.store.Take(ctx, sk, lim.shapes)
+			if err != nil && backendFailed(ctx, err) {
+				// Let a failure policy (pace.WithFailurePolicy), which
+				// decides TokenBucket but not Take, decide in its place: an
+				// admission so decided has nothing to give back.
+				g.OK, g.RetryAfter, err = lim.store.TokenBucket(ctx, sk, lim.capacity, lim.refill, 1)
+				if err == nil && g.OK {
+					l.observe(i, Admitted)
+					continue
+				}
+			}
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
-			if !ok {
-				return t.refuseAt(ctx, pos, wait, key)
+			if !g.OK {
+				return t.refuseAt(ctx, pos, g.RetryAfter, key)
 			}
-			h.state = holdSpent
+			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining}
 		case kindSlots:
 			sk := lim.storeKey(k)
 			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
@@ -311,6 +331,14 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		t.stop = l.cfg.afterFunc(l.minTTL/3, t.refresh)
 	}
 	return Admitted
+}
+
+// backendFailed reports whether err, returned by a Store call made with
+// ctx, is a failure of the backend that a failure policy decides in place
+// of (see pace.WithFailurePolicy): not bad input, not a closed store, and
+// not the caller giving up.
+func backendFailed(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, pace.ErrInvalidArgument) && !errors.Is(err, pace.ErrClosed)
 }
 
 // slotRetryAfter is the Retry-After of a refusal by a Slots limit: no one
@@ -396,15 +424,21 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 	t.pending = 0
 }
 
-// giveBack returns the reservation of limit i. The one place that knows
-// how each kind gives back: a Bucket joins here once the Store can refund.
-// A Shared reservation is given back at the store with the decision's
-// context, without its cancellation; a store error leaves it spent.
+// giveBack returns the reservation of limit i, once: the one place that
+// knows how each kind gives back. A Shared reservation is given back at the
+// store with the decision's context, without its cancellation; a Bucket
+// token by Store.Refund, with that context bounded by releaseTimeout. A
+// store error leaves either spent: stricter, never over the limit.
 func (t *Ticket) giveBack(i int) {
-	h := &t.holds[i]
-	if h.shared != nil {
-		_ = h.shared.Return(context.WithoutCancel(t.ctx)) // on error it stays spent: stricter, never over the pace
-	} else {
+	h, lim := &t.holds[i], &t.l.limits[i]
+	switch lim.kind {
+	case kindShared:
+		_ = h.shared.Return(context.WithoutCancel(t.ctx))
+	case kindBucket:
+		ctx, cancel := releaseContext(t.ctx)
+		_ = lim.store.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
+		cancel()
+	default:
 		h.res.Return()
 	}
 	h.state = holdNone
@@ -449,9 +483,8 @@ func (t *Ticket) Err() (limit int, err error) {
 // Verify takes the events of the DecideAfterVerify limits, which Decide
 // only looked at: call it once the presentation is verified. It reports
 // whether every one fitted. If one no longer fits, Verify gives back
-// everything the ticket took that can be given back (every Pace event; a
-// Bucket token, decided in Decide, stays spent, and slots stay held until
-// Finish), records the refusal (Outcome, Refusal) and reports false: the
+// everything the ticket took that can be given back (Pace and Shared
+// events, Bucket tokens; slots stay held until Finish), records the refusal (Outcome, Refusal) and reports false: the
 // request must be refused. It reports true when there is nothing to take (no such limit,
 // or Verify was already called and succeeded), and false after any outcome
 // but Admitted or after Finish. Under DryRun it decides and counts as usual
@@ -480,9 +513,9 @@ func (t *Ticket) Verify() bool {
 }
 
 // Return gives back everything the ticket holds that can be given back, at
-// once: the reservations of Pace limits, with or without ReturnOn, and the
-// events DecideAfterVerify limits have not taken yet (they will not be).
-// Bucket tokens stay spent, and slots stay held until Finish. Calling it
+// once: the reservations of Pace, Shared and Bucket limits, with or without
+// ReturnOn, and the events DecideAfterVerify limits have not taken yet
+// (they will not be). Slots stay held until Finish. Calling it
 // again, or after Finish, does nothing.
 func (t *Ticket) Return() {
 	t.mu.Lock()
@@ -502,7 +535,7 @@ func (t *Ticket) Return() {
 }
 
 // Finish ends the request with the given status (an HTTP status; a gRPC
-// interceptor maps its code to one): it gives back each Pace limit whose
+// interceptor maps its code to one): it gives back each limit whose
 // ReturnOn holds status, takes the events of DecideAfterVerify limits the
 // handler never verified if status says the presentation was accepted
 // (below 400 and not one of their ReturnOn statuses), releases the slots
@@ -596,7 +629,8 @@ func (t *Ticket) refresh() {
 }
 
 // RateLimit returns the RateLimit field for the ticket (draft-ietf-httpapi-
-// ratelimit-headers): after an admission, one item per Pace limit taken,
+// ratelimit-headers): after an admission, one item per limit taken but
+// Slots,
 // with the events its key has left and when its bucket is full again; after
 // a refusal, the refusing limit's item with r=0 and t the wait in whole
 // seconds, rounded up. It is "" when there is no item.
@@ -623,7 +657,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
 			n++
-			f = t.l.limits[i].field(t.holds[i].remaining(), one)
+			f = t.l.limits[i].field(t.remaining(i), one)
 		}
 	}
 	if n <= 1 {
@@ -633,7 +667,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	all := make([]string, 0, n)
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
-			all = append(all, t.l.limits[i].field(t.holds[i].remaining(), one)[0])
+			all = append(all, t.l.limits[i].field(t.remaining(i), one)[0])
 		}
 	}
 	return all
@@ -643,4 +677,13 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 // that a client waiting that long finds the event fits.
 func retryAfterSeconds(d time.Duration) int64 {
 	return max(1, ceilSeconds(d))
+}
+
+// reset makes t, which no one else uses, a zero Ticket again, for reuse,
+// dropping what it referred to (the request's context, keys): field by
+// field, so that only the holds in use are cleared.
+func (t *Ticket) reset() {
+	clear(t.holds)
+	t.outcome, t.finished, t.failed, t.pending = 0, false, 0, 0
+	t.l, t.ctx, t.holds, t.wait, t.err, t.stop = nil, nil, nil, 0, nil, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 )
 
@@ -36,7 +37,7 @@ type Middleware struct {
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on a Bucket or Slots, DecideAfterVerify on anything but a Pace), or two
+// on Slots, DecideAfterVerify on anything but a Pace), or two
 // Pace limits have the same *pace.Pace (their keys would share one table);
 // or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
@@ -69,26 +70,31 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
-	s := &request{Context: r.Context(), rw: w}
+	s := states.Get().(*state)
+	var c *call
 	if m.needCtx {
-		r = r.WithContext(s)
+		c = &call{Context: r.Context(), s: s, gen: s.gen, l: m.l, rw: w}
+		r = r.WithContext(c)
 	}
-	out := m.l.Decide(s.Context, &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
+	out := m.l.Decide(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
 	hdr := w.Header()
 	if m.l.policy != nil {
 		hdr["Ratelimit-Policy"] = m.l.policy
 	}
-	if rl := s.t.rateLimit(&s.field); rl != nil {
-		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into s
+	var one *[1]string // for a RateLimit line that is not cached: the call's, if any
+	if c != nil {
+		one = &c.field
+	}
+	if rl := s.t.rateLimit(one); rl != nil {
+		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into a shared line
 	}
 	if m.l.cfg.legacy {
 		s.t.legacy(hdr)
 	}
-	if !m.l.cfg.dryRun {
+	if !m.l.cfg.dryRun && out != Admitted {
 		switch out {
 		case Refused:
 			m.l.refuse(w, r, &s.t)
-			return
 		case KeyFailed, StoreFailed:
 			_, err := s.t.Err()
 			if out == KeyFailed {
@@ -96,15 +102,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			} else {
 				m.l.cfg.onStoreError(w, r, err)
 			}
-			return
 		}
+		s.recycle()
+		return
 	}
-	defer s.end()
-	if m.needStatus {
-		h.next.ServeHTTP(s, r)
-	} else {
+	if !m.needStatus {
+		defer s.end(nil)
 		h.next.ServeHTTP(w, r)
+		s.completed = true
+		return
 	}
+	defer s.end(c)
+	h.next.ServeHTTP(c, r)
 	s.completed = true
 }
 
@@ -120,39 +129,34 @@ func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 	l.cfg.onRefusal(w, r, Refusal{Limit: name, RetryAfter: wait})
 }
 
-// request is the state of one request through a Middleware, in one
-// allocation: the Ticket, the context that carries it to Return and
-// Verified, and the ResponseWriter that records the handler's status.
-type request struct {
-	context.Context
+// state is the part of one request's passage through a Middleware that
+// outlives no request: its Ticket, recycled through states once the
+// request is over, so that a request allocates only its call (and the
+// request copy that carries it).
+//
+// Someone may still hold the call after the request is over (a handler
+// that keeps its request and calls Return late, from another goroutine):
+// gen tells such a caller that the state has moved on, and busy keeps a
+// state that a caller is using from being recycled under it. Both are
+// guarded by mu.
+type state struct {
+	mu        sync.Mutex
+	gen       uint64 // bumped when the request is over
+	busy      int    // calls using the state (see call.use)
 	t         Ticket
-	rw        http.ResponseWriter
-	status    int32     // the handler's status, once written
-	completed bool      // the handler returned without panicking
-	field     [1]string // the RateLimit field line, when it is not a cached one
+	completed bool // the handler returned without panicking
 }
 
-type ctxKey struct{}
+var states = sync.Pool{New: func() any { return new(state) }}
 
-// Value returns the request itself for this package's key, and otherwise
-// the value of the parent context.
-func (s *request) Value(key any) any {
-	if _, ok := key.(ctxKey); ok {
-		return s
+// end finishes the ticket with the handler's status: the one it wrote
+// through c, 200 if it wrote none (or c is nil: no limit needs the status),
+// 500 if it panicked before writing one. Then it recycles s.
+func (s *state) end(c *call) {
+	status := 0
+	if c != nil {
+		status = int(c.status)
 	}
-	return s.Context.Value(key)
-}
-
-// from returns the request state ctx carries, or nil.
-func from(ctx context.Context) *request {
-	s, _ := ctx.Value(ctxKey{}).(*request)
-	return s
-}
-
-// end finishes the ticket with the handler's status: the one it wrote, 200
-// if it wrote none, 500 if it panicked before writing one.
-func (s *request) end() {
-	status := int(s.status)
 	if status == 0 {
 		status = http.StatusOK
 		if !s.completed {
@@ -160,17 +164,85 @@ func (s *request) end() {
 		}
 	}
 	s.t.Finish(status)
+	s.recycle()
+}
+
+// recycle puts s back in states, unless a late caller is using it (it is
+// then left to the garbage collector); either way, calls of the request
+// over find it moved on.
+func (s *state) recycle() {
+	s.mu.Lock()
+	s.gen++
+	busy := s.busy > 0
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	s.t.reset()
+	s.completed = false
+	states.Put(s)
+}
+
+// call is one request's passage through a Middleware: the context that
+// carries it to Return and Verified, and the ResponseWriter that records
+// the handler's status. It is never recycled, so that a handler may keep
+// its request (and its context) as long as it likes.
+type call struct {
+	context.Context
+	s      *state
+	gen    uint64 // s.gen while s is this request's
+	l      *Limiter
+	rw     http.ResponseWriter
+	status int32     // the handler's status, once written
+	field  [1]string // the RateLimit field line, when it is not a cached one
+}
+
+type ctxKey struct{}
+
+// Value returns the call itself for this package's key, and otherwise the
+// value of the parent context.
+func (c *call) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// from returns the call ctx carries, or nil.
+func from(ctx context.Context) *call {
+	c, _ := ctx.Value(ctxKey{}).(*call)
+	return c
+}
+
+// use returns the request's Ticket and a function to call when done with
+// it, or nil when the request is over (its state recycled).
+func (c *call) use() (*Ticket, func()) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != c.gen {
+		return nil, nil
+	}
+	s.busy++
+	return &s.t, func() {
+		s.mu.Lock()
+		s.busy--
+		s.mu.Unlock()
+	}
 }
 
 // Return gives back, from inside the handler, every reservation of r that
 // can be given back, whether its limit has ReturnOn or not (see
 // Ticket.Return): call it when the request turns out not to count, before
 // or after writing the response. It gives back the reservations of every
-// Middleware the request went through. Without a Middleware, or called
-// again, it does nothing.
+// Middleware the request went through. Without a Middleware, called again,
+// or once the handler has returned, it does nothing.
 func Return(r *http.Request) {
-	for s := from(r.Context()); s != nil; s = from(s.Context) {
-		s.t.Return()
+	for c := from(r.Context()); c != nil; c = from(c.Context) {
+		if t, done := c.use(); t != nil {
+			t.Return()
+			done()
+		}
 	}
 }
 
@@ -178,17 +250,16 @@ func Return(r *http.Request) {
 // events of the DecideAfterVerify limits that the middleware only looked
 // at, and reports whether they all fitted (see DecideAfterVerify). When one
 // did not, it has given back whatever the request took that can be given
-// back (as Return does, in every Middleware the request went through; a
-// Bucket token stays spent), written the
-// refusal (429, Retry-After and the RateLimit fields, through OnRefusal) to
-// w, and reports false: the handler must then return without writing.
-// When they fitted, it adds their RateLimit items to w's header. Call it
-// before writing the response. It reports true when there is nothing to
-// take (no such limit, no Middleware, or a second call), and always under
-// DryRun.
+// back (as Return does, in every Middleware the request went through),
+// written the refusal (429, Retry-After and the RateLimit fields, through
+// OnRefusal) to w, and reports false: the handler must then return without
+// writing. When they fitted, it adds their RateLimit items to w's header.
+// Call it before writing the response. It reports true when there is
+// nothing to take (no such limit, no Middleware, or a second call), and
+// always under DryRun; false once the handler has returned.
 func Verified(w http.ResponseWriter, r *http.Request) bool {
-	for s := from(r.Context()); s != nil; s = from(s.Context) {
-		if !s.verified(w, r) {
+	for c := from(r.Context()); c != nil; c = from(c.Context) {
+		if !c.verified(w, r) {
 			Return(r) // what the other Middlewares took, as the refusing one gave back its own
 			return false
 		}
@@ -196,8 +267,12 @@ func Verified(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
-	t := &s.t
+func (c *call) verified(w http.ResponseWriter, r *http.Request) bool {
+	t, done := c.use()
+	if t == nil {
+		return c.l.cfg.dryRun
+	}
+	defer done()
 	t.mu.Lock()
 	pending := t.pending > 0
 	t.mu.Unlock()
@@ -206,12 +281,12 @@ func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ok := t.Verify()
 	t.mu.Lock()
-	rl := t.rateLimit(&s.field)
+	rl := t.rateLimit(&c.field)
 	refused := t.outcome == Refused
 	t.mu.Unlock()
 	hdr := w.Header()
 	if rl != nil {
-		hdr["Ratelimit"] = rl
+		hdr["Ratelimit"] = rl[:len(rl):len(rl)]
 	}
 	if t.l.cfg.legacy {
 		t.mu.Lock()
@@ -226,57 +301,57 @@ func (s *request) verified(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // Header returns the handler's header map.
-func (s *request) Header() http.Header { return s.rw.Header() }
+func (c *call) Header() http.Header { return c.rw.Header() }
 
 // WriteHeader records the first final status and writes it.
-func (s *request) WriteHeader(code int) {
-	if s.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
-		s.status = int32(code)
+func (c *call) WriteHeader(code int) {
+	if c.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
+		c.status = int32(code)
 	}
-	s.rw.WriteHeader(code)
+	c.rw.WriteHeader(code)
 }
 
 // Write writes b, after an implicit 200 if no status was written.
-func (s *request) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (c *call) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
 	}
-	return s.rw.Write(b)
+	return c.rw.Write(b)
 }
 
 // WriteString writes str without converting it, as net/http's own writer.
-func (s *request) WriteString(str string) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (c *call) WriteString(str string) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
 	}
-	return io.WriteString(s.rw, str)
+	return io.WriteString(c.rw, str)
 }
 
 // ReadFrom copies from src, letting the underlying writer use sendfile.
-func (s *request) ReadFrom(src io.Reader) (int64, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (c *call) ReadFrom(src io.Reader) (int64, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
 	}
-	if rf, ok := s.rw.(io.ReaderFrom); ok {
+	if rf, ok := c.rw.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
 	}
-	return io.Copy(writerOnly{s.rw}, src)
+	return io.Copy(writerOnly{c.rw}, src)
 }
 
 type writerOnly struct{ io.Writer }
 
 // Flush sends what is buffered to the client (http.Flusher), through
 // whatever wrappers lie underneath; it does nothing when none can flush.
-func (s *request) Flush() { s.FlushError() }
+func (c *call) Flush() { c.FlushError() }
 
 // FlushError is Flush reporting its error, for http.ResponseController:
 // one wrapping http.ErrNotSupported when nothing underneath can flush, so a
 // streaming handler learns it cannot stream. A flush that succeeded before
 // any status was written records 200, as it sends one.
-func (s *request) FlushError() error {
-	err := http.NewResponseController(s.rw).Flush()
-	if err == nil && s.status == 0 {
-		s.status = http.StatusOK
+func (c *call) FlushError() error {
+	err := http.NewResponseController(c.rw).Flush()
+	if err == nil && c.status == 0 {
+		c.status = http.StatusOK
 	}
 	return err
 }
@@ -284,24 +359,24 @@ func (s *request) FlushError() error {
 // Hijack takes over the connection (http.Hijacker), through whatever
 // wrappers lie underneath; the error wraps http.ErrNotSupported when none
 // can (HTTP/2). The status is then recorded as 101.
-func (s *request) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	var c net.Conn
+func (c *call) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	var conn net.Conn
 	var rw *bufio.ReadWriter
 	var err error
-	if h, ok := s.rw.(http.Hijacker); ok {
-		c, rw, err = h.Hijack()
+	if h, ok := c.rw.(http.Hijacker); ok {
+		conn, rw, err = h.Hijack()
 	} else {
-		c, rw, err = http.NewResponseController(s.rw).Hijack()
+		conn, rw, err = http.NewResponseController(c.rw).Hijack()
 	}
-	if err == nil && s.status == 0 {
-		s.status = http.StatusSwitchingProtocols
+	if err == nil && c.status == 0 {
+		c.status = http.StatusSwitchingProtocols
 	}
-	return c, rw, err
+	return conn, rw, err
 }
 
 // Unwrap returns the underlying ResponseWriter, for
 // http.ResponseController.
-func (s *request) Unwrap() http.ResponseWriter { return s.rw }
+func (c *call) Unwrap() http.ResponseWriter { return c.rw }
 
 // problem is an RFC 9457 problem details object.
 type problem struct {
@@ -393,8 +468,8 @@ func (t *Ticket) legacy(h http.Header) {
 	default:
 		for i := range t.holds {
 			h := &t.holds[i]
-			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || h.remaining() < r) {
-				lim, r, reset = l, h.remaining(), l.fullIn(h.remaining())
+			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || t.remaining(i) < r) {
+				lim, r, reset = l, t.remaining(i), l.fullIn(t.remaining(i))
 			}
 		}
 	}

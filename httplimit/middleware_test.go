@@ -31,7 +31,6 @@ func TestNewRejects(t *testing.T) {
 		{"nil store", []httplimit.Limit{httplimit.Bucket(nil, 10, 1, ip)}, nil},
 		{"bucket capacity below one", []httplimit.Limit{httplimit.Bucket(s, 0.5, 1, ip)}, nil},
 		{"bucket NaN refill", []httplimit.Limit{httplimit.Bucket(s, 10, nanF(), ip)}, nil},
-		{"ReturnOn on a Bucket", []httplimit.Limit{httplimit.Bucket(s, 10, 1, ip, httplimit.ReturnOn(401))}, nil},
 		{"ReturnOn on Slots", []httplimit.Limit{httplimit.Slots(s, 2, time.Minute, ip, httplimit.ReturnOn(401))}, nil},
 		{"ReturnOn 600", []httplimit.Limit{httplimit.Pace(p, ip, httplimit.ReturnOn(600))}, nil},
 		{"ReturnOn 99", []httplimit.Limit{httplimit.Pace(p, ip, httplimit.ReturnOn(99))}, nil},
@@ -105,38 +104,6 @@ func TestAllOrNothing(t *testing.T) {
 	}
 	if got := c.get("per-client", httplimit.Refused); got != 10 {
 		t.Errorf("per-client refused %d; want 10", got)
-	}
-}
-
-// TestBucketDecidedLast: a limit that cannot be given back is decided
-// after those that can, whatever the order given.
-func TestBucketDecidedLast(t *testing.T) {
-	clk := newClock()
-	s := memory.New(memory.WithClock(clk.Now))
-	p := newPace(t, 1, clk)
-	m := mustNew(t, []httplimit.Limit{
-		httplimit.Bucket(s, 2, 0.001, httplimit.ClientIP(), httplimit.Name("bucket")),
-		httplimit.Pace(p, httplimit.Header("X-Client"), httplimit.Name("pace")),
-	})
-	h := m.Wrap(ok)
-	send := func(client string) int {
-		r := from("192.0.2.1")
-		r.Header.Set("X-Client", client)
-		return serve(h, r).Code
-	}
-	if got := send("a"); got != 200 {
-		t.Fatalf("first: %d", got)
-	}
-	for range 5 {
-		if got := send("a"); got != 429 {
-			t.Fatalf("over the pace: %d", got)
-		}
-	}
-	if got := send("b"); got != 200 {
-		t.Fatalf("the bucket's second token: %d; want 200 (a refusal by the pace spent the bucket)", got)
-	}
-	if got := send("c"); got != 429 {
-		t.Fatalf("the bucket is empty: %d; want 429", got)
 	}
 }
 

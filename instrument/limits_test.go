@@ -144,6 +144,14 @@ func (s prefixedStore) TokenBucket(ctx context.Context, key string, capacity, re
 	return s.fakeStore.TokenBucket(ctx, key[strings.LastIndexByte(key, ':')+1:], capacity, refillPerSec, cost)
 }
 
+func (s prefixedStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+	return s.fakeStore.Take(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes)
+}
+
+func (s prefixedStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+	return s.fakeStore.Refund(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes, r)
+}
+
 func TestLimitsRegistration(t *testing.T) {
 	p, err := pace.New(1)
 	if err != nil {
