@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,52 @@ func TestNewConcurrentIsIdempotent(t *testing.T) {
 	}
 	if n := countRows(t, p1, schema, "meta"); n != 1 {
 		t.Fatalf("meta has %d rows, want 1", n)
+	}
+}
+
+// TestUpgrade checks that New upgrades a schema of an earlier version in
+// place: the rows stay, the version becomes schemaVersion, and the functions
+// are exactly those of this version (the ones earlier versions had and this
+// one does not are dropped).
+func TestUpgrade(t *testing.T) {
+	pool := testPool(t)
+	ctx := context.Background()
+	s, schema := newTestStore(t, pool)
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); !ok || err != nil {
+		t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
+	}
+	quoted := pgx.Identifier{schema}.Sanitize()
+	// What version 3 left: its number, and its four functions this version
+	// replaced by settle_slot and settle_burst.
+	if _, err := pool.Exec(ctx, `UPDATE `+quoted+`.meta SET version = 3;
+		CREATE FUNCTION `+quoted+`.release_slot(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.refresh_slot(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.release_burst(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.refresh_burst(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatalf("New over version 3: %v", err)
+	}
+	var version int
+	if err := pool.QueryRow(ctx, `SELECT max(version) FROM `+quoted+`.meta HAVING count(*) = 1`).Scan(&version); err != nil || version != schemaVersion {
+		t.Errorf("meta after the upgrade: version %d, %v; want one row, %d", version, err, schemaVersion)
+	}
+	rows, err := pool.Query(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, schema)
+	var bodies []string
+	if err == nil {
+		bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(bodies)
+	if want := functionBodies(quoted); !slices.Equal(bodies, want) {
+		t.Errorf("after the upgrade: %d functions; want this version's %d", len(bodies), len(want))
+	}
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); ok || err != nil {
+		t.Errorf("TokenBucket after the upgrade = %v, %v; want false, nil (the bucket emptied before it)", ok, err)
 	}
 }
 
