@@ -85,16 +85,7 @@ func TestUpgrade(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT max(version) FROM `+quoted+`.meta HAVING count(*) = 1`).Scan(&version); err != nil || version != schemaVersion {
 		t.Errorf("meta after the upgrade: version %d, %v; want one row, %d", version, err, schemaVersion)
 	}
-	rows, err := pool.Query(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, schema)
-	var bodies []string
-	if err == nil {
-		bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(bodies)
-	if want := functionBodies(quoted); !slices.Equal(bodies, want) {
+	if bodies, want := installedBodies(t, pool, schema), functionBodies(quoted); !slices.Equal(bodies, want) {
 		t.Errorf("after the upgrade: %d functions; want this version's %d", len(bodies), len(want))
 	}
 	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); ok || err != nil {

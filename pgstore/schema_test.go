@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ratepace/pace"
 )
 
@@ -170,6 +171,22 @@ func TestSchemaPlaceholdersStandInCode(t *testing.T) {
 	}
 }
 
+// installedBodies returns the bodies of the functions in the schema named
+// name, as the server holds them, sorted.
+func installedBodies(t testing.TB, pool *pgxpool.Pool, name string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, name)
+	var bodies []string
+	if err == nil {
+		bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(bodies)
+	return bodies
+}
+
 // functionBodies returns the bodies of the functions schema.sql and
 // sweep.sql define, as install writes them for the quoted schema name,
 // sorted.
@@ -304,16 +321,7 @@ func FuzzSchemaName(f *testing.F) {
 
 		// The functions are the template's, and the name is only ever
 		// the quoted identifier in their bodies.
-		rows, err = pool.Query(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, name)
-		var bodies []string
-		if err == nil {
-			bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(bodies)
-		if want := functionBodies(quoted); !slices.Equal(bodies, want) {
+		if bodies, want := installedBodies(t, pool, name), functionBodies(quoted); !slices.Equal(bodies, want) {
 			t.Errorf("New(WithSchema(%+q)): %d function bodies that differ from the template's %d", name, len(bodies), len(want))
 		}
 
