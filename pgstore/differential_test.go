@@ -149,10 +149,7 @@ func TestDifferentialBurst(t *testing.T) {
 func differentialBurst(t *testing.T, seed uint64, nkeys int, back bool, steps int, cov map[string]int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, uint64(nkeys)))
-	var c fakeClock
-	c.set(t0 + r.Int64N(int64(time.Hour)))
-	s, schema := newTestStore(t, testPool(t))
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, testPool(t), t0+r.Int64N(int64(time.Hour)))
 	ctx := context.Background()
 	model := burstModel{}
 	keys := make([]string, nkeys)
@@ -261,10 +258,7 @@ func randomBucket(r *rand.Rand) (capacity, rate, cost float64) {
 func differentialBucket(t *testing.T, seed uint64, nkeys, steps int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 77))
-	var c fakeClock
-	c.set(t0 + r.Int64N(int64(time.Hour)))
-	s, schema := newTestStore(t, testPool(t))
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, testPool(t), t0+r.Int64N(int64(time.Hour)))
 	ctx := context.Background()
 	model := map[string]time.Duration{}
 	for step := range steps {

@@ -153,6 +153,39 @@ func (c *fakeClock) set(ns int64)             { c.ns.Store(ns) }
 func (c *fakeClock) time() time.Time          { return time.Unix(0, c.ns.Load()) }
 func withClock(s *Store, c *fakeClock) *Store { s.now = c.now; return s }
 
+// newClockedStore returns a Store in a fresh schema on pool whose clock is
+// the fake clock it also returns, set to start (nanoseconds since the Unix
+// epoch).
+func newClockedStore(t testing.TB, pool *pgxpool.Pool, start int64, opts ...Option) (*Store, string, *fakeClock) {
+	t.Helper()
+	c := new(fakeClock)
+	c.set(start)
+	s, schema := newTestStore(t, pool, opts...)
+	return withClock(s, c), schema, c
+}
+
+// databaseNow reads the clock of the database behind pool, through the
+// now_ns function of schema, in nanoseconds since the Unix epoch.
+func databaseNow(t testing.TB, pool *pgxpool.Pool, schema string) int64 {
+	t.Helper()
+	var ns int64
+	if err := pool.QueryRow(context.Background(), "SELECT "+pgx.Identifier{schema}.Sanitize()+".now_ns()").Scan(&ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// expectRows reports an error for each of the store's tables that does not
+// hold want rows after what the test did (after, for the message).
+func expectRows(t testing.TB, pool *pgxpool.Pool, schema string, want int64, after string) {
+	t.Helper()
+	for _, table := range tables {
+		if n := countRows(t, pool, schema, table); n != want {
+			t.Errorf("%s has %d rows after %s, want %d", table, n, after, want)
+		}
+	}
+}
+
 // countRows returns the number of rows in one of the store's tables.
 func countRows(t testing.TB, pool *pgxpool.Pool, schema, table string) int64 {
 	t.Helper()

@@ -22,22 +22,64 @@ import (
 	"github.com/ratepace/pace"
 )
 
-//go:embed schema.sql
-var schemaSQL string
+var (
+	//go:embed schema.sql
+	schemaSQL string
+	//go:embed sweep.sql
+	sweepSQL string
+)
 
 // schemaVersion is recorded in the schema's meta table. New reinstalls the
 // tables and functions when the recorded version differs; bump it whenever
-// schema.sql changes.
-const schemaVersion = 3
-
-// refillWindow is pace.BurstRefillWindow in nanoseconds, as install writes
-// it into the burst functions: the SQL holds no constant of its own.
-var refillWindow = strconv.FormatInt(int64(pace.BurstRefillWindow), 10)
+// schema.sql or sweep.sql changes.
+const schemaVersion = 4
 
 // tables are the five namespaces, in the order Delete clears them.
 var tables = []string{"buckets", "slots", "bursts", "vals", "takes"}
 
-var _ pace.Store = (*Store)(nil)
+// reclaimAt returns the column of table that bounds its rows' reclaim time,
+// through which its sweep function (sweep.sql) finds them: sweep_at, or for
+// vals, whose rows are reclaimable exactly when they expire, expires.
+func reclaimAt(table string) string {
+	if table == "vals" {
+		return "expires"
+	}
+	return "sweep_at"
+}
+
+// placeholders returns the replacer of the one placeholder scheme of every
+// statement pgstore runs (schema.sql, sweep.sql and the queries of New): a
+// name between two at signs stands for a value written in by Go, pairs
+// being placeholder names and their values. The quoted schema name and
+// pace.BurstRefillWindow are always there, so no SQL holds a constant of
+// its own.
+func placeholders(schema string, pairs ...string) *strings.Replacer {
+	all := []string{"@schema@", schema, "@refill_window@", strconv.FormatInt(int64(pace.BurstRefillWindow), 10)}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		all = append(all, "@"+pairs[i]+"@", pairs[i+1])
+	}
+	return strings.NewReplacer(all...)
+}
+
+// ddl returns the statements that install the schema: schema.sql, then
+// sweep.sql for each table, with every empty dollar-quote delimiter made a
+// tag that the quoted name does not contain (before the name is written
+// in, so that no dollar sign of the name is taken for a delimiter), and
+// every placeholder replaced.
+func ddl(schema string, unlogged bool) string {
+	persistence := ""
+	if unlogged {
+		persistence = "UNLOGGED"
+	}
+	tag := dollarTag(schema)
+	src := placeholders(schema, "unlogged", persistence, "version", strconv.Itoa(schemaVersion)).
+		Replace(strings.ReplaceAll(schemaSQL, "$$", tag))
+	for _, t := range tables {
+		src += "\n" + placeholders(schema, "table", t, "reclaim_at", reclaimAt(t)).
+			Replace(strings.ReplaceAll(sweepSQL, "$$", tag))
+	}
+	return src
+}
 
 // Store is a pace.Store on PostgreSQL, in five tables of one schema shared
 // by every process that opens a Store on the same database and schema. Every
@@ -97,34 +139,34 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err := install(ctx, pool, cfg, schema); err != nil {
 		return nil, fmt.Errorf("pgstore: installing schema %+q: %w", cfg.schema, err) // %+q: ASCII whatever the name
 	}
-	// Every statement that writes ends with @c@: nothing, or a one-row
+	// Every statement that writes ends with @commit@: nothing, or a one-row
 	// function in FROM that turns off synchronous commit for the statement's
-	// own transaction (see WithSynchronousCommit).
-	// Statements that already have a FROM clause join it with @j@ instead.
-	async, join := "", ""
+	// own transaction (see WithSynchronousCommit). Statements that already
+	// have a FROM clause join it with @commit_join@ instead.
+	commit, join := "", ""
 	if !cfg.syncCommit {
-		async = " FROM set_config('synchronous_commit', 'off', true)"
+		commit = " FROM set_config('synchronous_commit', 'off', true)"
 		join = ", set_config('synchronous_commit', 'off', true)"
 	}
-	r := strings.NewReplacer("@s@", schema, "@c@", async, "@j@", join)
+	r := placeholders(schema, "commit", commit, "commit_join", join)
 	s := &Store{
 		pool:  pool,
 		sweep: int32(min(cfg.sweep, 1<<30)),
 		q: queries{
-			take:         r.Replace(`SELECT t.allowed, t.wait FROM @s@.take($1, $2, $3, $4, $5) AS t@j@`),
-			acquireSlot:  r.Replace(`SELECT a.acquired, a.current FROM @s@.acquire_slot($1, $2, $3, $4, $5) AS a@j@`),
-			releaseSlot:  r.Replace(`SELECT @s@.release_slot($1, $2)@c@`),
-			refreshSlot:  r.Replace(`SELECT @s@.refresh_slot($1, $2, $3)@c@`),
-			acquireBurst: r.Replace(`SELECT a.acquired, a.current FROM @s@.acquire_burst($1, $2, $3, $4, $5, $6, $7) AS a@j@`),
-			releaseBurst: r.Replace(`SELECT @s@.release_burst($1, $2)@c@`),
-			refreshBurst: r.Replace(`SELECT @s@.refresh_burst($1, $2, $3)@c@`),
-			get:          r.Replace(`SELECT value FROM @s@.vals WHERE key = $1 AND (expires IS NULL OR expires > coalesce($2, @s@.now_ns()))`),
-			set:          r.Replace(`SELECT @s@.set_value($1, $2, $3, $4, $5)@c@`),
-			del:          r.Replace(`SELECT @s@.delete_key($1)@c@`),
-			sweep:        r.Replace(`SELECT @s@.sweep($1, $2)@c@`),
-			takeAll:      r.Replace(`SELECT t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_all($1, $2, $3, $4, $5, $6) AS t@j@`),
-			takeMany:     r.Replace(`SELECT t.r_ord, t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @s@.take_many($1, $2, $3, $4, $5, $6) AS t@j@`),
-			refundAll:    r.Replace(`SELECT @s@.refund_all($1, $2, $3, $4, $5, $6)@c@`),
+			take:         r.Replace(`SELECT t.allowed, t.wait FROM @schema@.take($1, $2, $3, $4, $5) AS t@commit_join@`),
+			acquireSlot:  r.Replace(`SELECT a.acquired, a.current FROM @schema@.acquire_slot($1, $2, $3, $4, $5) AS a@commit_join@`),
+			releaseSlot:  r.Replace(`SELECT @schema@.settle_slot($1, NULL, $2)@commit@`),
+			refreshSlot:  r.Replace(`SELECT @schema@.settle_slot($1, $2, $3)@commit@`),
+			acquireBurst: r.Replace(`SELECT a.acquired, a.current FROM @schema@.acquire_burst($1, $2, $3, $4, $5, $6, $7) AS a@commit_join@`),
+			releaseBurst: r.Replace(`SELECT @schema@.settle_burst($1, NULL, $2)@commit@`),
+			refreshBurst: r.Replace(`SELECT @schema@.settle_burst($1, $2, $3)@commit@`),
+			get:          r.Replace(`SELECT value FROM @schema@.vals WHERE key = $1 AND (expires IS NULL OR expires > coalesce($2, @schema@.now_ns()))`),
+			set:          r.Replace(`SELECT @schema@.set_value($1, $2, $3, $4, $5)@commit@`),
+			del:          r.Replace(`SELECT @schema@.delete_key($1)@commit@`),
+			sweep:        r.Replace(`SELECT @schema@.sweep($1, $2)@commit@`),
+			takeAll:      r.Replace(`SELECT t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @schema@.take_all($1, $2, $3, $4, $5, $6) AS t@commit_join@`),
+			takeMany:     r.Replace(`SELECT t.r_ord, t.r_taken, t.r_now, t.r_gen, t.r_tats FROM @schema@.take_many($1, $2, $3, $4, $5, $6) AS t@commit_join@`),
+			refundAll:    r.Replace(`SELECT @schema@.refund_all($1, $2, $3, $4, $5, $6)@commit@`),
 		},
 	}
 	if cfg.hashed {
@@ -156,14 +198,7 @@ func install(ctx context.Context, pool *pgxpool.Pool, cfg config, schema string)
 			}
 		}
 		if version != schemaVersion {
-			unlogged := ""
-			if cfg.unlogged {
-				unlogged = "UNLOGGED"
-			}
-			ddl := strings.NewReplacer("@schema@", schema, "@unlogged@", unlogged,
-				"@version@", strconv.Itoa(schemaVersion), "$$", dollarTag(schema),
-				"@refill_window@", refillWindow).Replace(schemaSQL)
-			if _, err := tx.Exec(ctx, ddl); err != nil {
+			if _, err := tx.Exec(ctx, ddl(schema, cfg.unlogged)); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,43 @@ func TestNewConcurrentIsIdempotent(t *testing.T) {
 	}
 	if n := countRows(t, p1, schema, "meta"); n != 1 {
 		t.Fatalf("meta has %d rows, want 1", n)
+	}
+}
+
+// TestUpgrade checks that New upgrades a schema of an earlier version in
+// place: the rows stay, the version becomes schemaVersion, and the functions
+// are exactly those of this version (the ones earlier versions had and this
+// one does not are dropped).
+func TestUpgrade(t *testing.T) {
+	pool := testPool(t)
+	ctx := context.Background()
+	s, schema := newTestStore(t, pool)
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); !ok || err != nil {
+		t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
+	}
+	quoted := pgx.Identifier{schema}.Sanitize()
+	// What version 3 left: its number, and its four functions this version
+	// replaced by settle_slot and settle_burst.
+	if _, err := pool.Exec(ctx, `UPDATE `+quoted+`.meta SET version = 3;
+		CREATE FUNCTION `+quoted+`.release_slot(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.refresh_slot(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.release_burst(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		CREATE FUNCTION `+quoted+`.refresh_burst(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatalf("New over version 3: %v", err)
+	}
+	var version int
+	if err := pool.QueryRow(ctx, `SELECT max(version) FROM `+quoted+`.meta HAVING count(*) = 1`).Scan(&version); err != nil || version != schemaVersion {
+		t.Errorf("meta after the upgrade: version %d, %v; want one row, %d", version, err, schemaVersion)
+	}
+	if bodies, want := installedBodies(t, pool, schema), functionBodies(quoted); !slices.Equal(bodies, want) {
+		t.Errorf("after the upgrade: %d functions; want this version's %d", len(bodies), len(want))
+	}
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); ok || err != nil {
+		t.Errorf("TokenBucket after the upgrade = %v, %v; want false, nil (the bucket emptied before it)", ok, err)
 	}
 }
 
@@ -187,11 +225,7 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s = %v, want ErrInvalidArgument", op, err)
 		}
 	}
-	for _, table := range tables {
-		if n := countRows(t, pool, schema, table); n != 0 {
-			t.Errorf("%s has %d rows after invalid calls, want 0", table, n)
-		}
-	}
+	expectRows(t, pool, schema, 0, "invalid calls")
 }
 
 func TestBinaryAndLongKeys(t *testing.T) {
@@ -232,19 +266,14 @@ func TestNamespacesAndDelete(t *testing.T) {
 	if g, err := s.Take(ctx, k, []pace.Bucket{mustBucket(t, 1, 1, 1)}); err != nil || !g.OK {
 		t.Fatalf("Take = %+v, %v", g, err)
 	}
-	for _, table := range tables {
-		if n := countRows(t, pool, schema, table); n != 1 {
-			t.Fatalf("%s has %d rows, want 1", table, n)
-		}
+	expectRows(t, pool, schema, 1, "one call of each kind")
+	if t.Failed() {
+		t.FailNow() // Delete below would have nothing to prove
 	}
 	if err := s.Delete(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range tables {
-		if n := countRows(t, pool, schema, table); n != 0 {
-			t.Errorf("%s has %d rows after Delete, want 0", table, n)
-		}
-	}
+	expectRows(t, pool, schema, 0, "Delete")
 	if err := s.Delete(ctx, "never-set"); err != nil {
 		t.Fatalf("Delete(absent) = %v, want nil", err)
 	}
@@ -262,20 +291,12 @@ func TestDatabaseClock(t *testing.T) {
 	pool := testPool(t)
 	s, schema := newTestStore(t, pool)
 	ctx := context.Background()
-	dbNow := func() int64 {
-		t.Helper()
-		var ns int64
-		if err := pool.QueryRow(ctx, "SELECT "+pgx.Identifier{schema}.Sanitize()+".now_ns()").Scan(&ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns
-	}
-	before := dbNow()
+	before := databaseNow(t, pool, schema)
 	const perHour = 1.0 / 3600
 	if ok, _, err := s.TokenBucket(ctx, "k", 1, perHour, 1); err != nil || !ok {
 		t.Fatalf("first take = %v, %v; want true", ok, err)
 	}
-	after := dbNow()
+	after := databaseNow(t, pool, schema)
 	var tat int64
 	if err := pool.QueryRow(ctx, "SELECT tat FROM "+pgx.Identifier{schema, "buckets"}.Sanitize()).Scan(&tat); err != nil {
 		t.Fatal(err)
@@ -293,10 +314,7 @@ func TestDatabaseClock(t *testing.T) {
 func TestSlotsWithClock(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
-	s, schema := newTestStore(t, pool)
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, pool, t0)
 	acquire := func(want bool, wantN int64) {
 		t.Helper()
 		ok, n, err := s.AcquireSlot(ctx, "k", 2, 10*time.Second)
@@ -340,10 +358,7 @@ func TestSlotsWithClock(t *testing.T) {
 func TestValuesWithClock(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
-	s, _ := newTestStore(t, pool)
-	withClock(s, &c)
+	s, _, c := newClockedStore(t, pool, t0)
 	if err := s.Set(ctx, "ttl", []byte("a"), time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -449,11 +464,8 @@ func TestTwoReplicas(t *testing.T) {
 func TestBoundedGrowth(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
 	const batch = 2
-	s, schema := newTestStore(t, pool, WithSweepBatch(batch))
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, pool, t0, WithSweepBatch(batch))
 	const (
 		keys = 600
 		live = 20 // keys alive at any time: each lives 20 steps of 1ms
@@ -503,21 +515,14 @@ func TestBoundedGrowth(t *testing.T) {
 	if n == 0 || n > int64(len(tables))*(live*3/2+batch+1) {
 		t.Errorf("Sweep deleted %d rows, want between 1 and %d", n, int64(len(tables))*(live*3/2+batch+1))
 	}
-	for _, table := range tables {
-		if got := countRows(t, pool, schema, table); got != 0 {
-			t.Errorf("%s has %d rows after Sweep, want 0", table, got)
-		}
-	}
+	expectRows(t, pool, schema, 0, "Sweep")
 }
 
 // TestNoSweep checks that WithSweepBatch(0) really leaves dead rows for Sweep.
 func TestNoSweep(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
-	s, schema := newTestStore(t, pool, WithSweepBatch(0))
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, pool, t0, WithSweepBatch(0))
 	for i := range 10 {
 		if _, _, err := s.TokenBucket(ctx, string(rune('a'+i)), 1, 1000, 1); err != nil {
 			t.Fatal(err)
@@ -589,10 +594,7 @@ func TestAsynchronousCommit(t *testing.T) {
 func TestHotKeyKeepsIndexesSmall(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
-	s, schema := newTestStore(t, pool)
-	withClock(s, &c)
+	s, schema, c := newClockedStore(t, pool, t0)
 	for range 3000 {
 		if _, _, err := s.TokenBucket(ctx, "hot", 100, 100, 1); err != nil {
 			t.Fatal(err)

@@ -1,10 +1,14 @@
--- Schema of pgstore. New runs this file, with the schema placeholder replaced
--- by the quoted schema name, the persistence placeholder by UNLOGGED or
--- nothing, and every empty dollar-quote delimiter by a tagged one that does
--- not occur in the quoted name, under an advisory lock, whenever the schema's
--- recorded version differs from schemaVersion. The placeholders stand only in
--- code, never in a comment or a string literal (a test checks this), so a
--- name, whatever its characters, is never anything but one quoted identifier.
+-- Schema of pgstore. New runs this file, followed by sweep.sql once for
+-- each table, in one transaction under an advisory lock, whenever the
+-- schema's recorded version differs from schemaVersion. Every value New
+-- writes in stands as a placeholder, a name between two at signs, the one
+-- scheme of all the SQL pgstore runs (see placeholders in pgstore.go): the
+-- quoted schema name, UNLOGGED or nothing, the version, and
+-- pace.BurstRefillWindow in nanoseconds, so the SQL holds no constant of
+-- its own. Every empty dollar-quote delimiter becomes a tagged one that does
+-- not occur in the quoted name. The placeholders stand only in code, never
+-- in a comment or a string literal (a test checks this), so a name,
+-- whatever its characters, is never anything but one quoted identifier.
 --
 -- Conventions:
 --   * keys are the SHA-256 digest of the caller's key (32 bytes), so every
@@ -27,6 +31,12 @@
 CREATE SCHEMA IF NOT EXISTS @schema@;
 
 CREATE TABLE IF NOT EXISTS @schema@.meta (version integer NOT NULL);
+
+-- Functions of earlier versions that this one no longer has.
+DROP FUNCTION IF EXISTS @schema@.release_burst(bytea, bigint);
+DROP FUNCTION IF EXISTS @schema@.refresh_burst(bytea, bigint, bigint);
+DROP FUNCTION IF EXISTS @schema@.release_slot(bytea, bigint);
+DROP FUNCTION IF EXISTS @schema@.refresh_slot(bytea, bigint, bigint);
 
 -- Token buckets: the GCRA theoretical arrival time. tat <= now is a full
 -- bucket, the same state as an absent row.
@@ -111,71 +121,6 @@ LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN cur >= r THEN cur ELSE @schema@.sat_add(r, greatest(r - now, 0) / 2) END
 $$;
 
--- sweep_buckets deletes up to p_limit rows of buckets that are reclaimable at
--- p_now and returns how many; rows locked by running operations are skipped.
-CREATE OR REPLACE FUNCTION @schema@.sweep_buckets(p_limit integer, p_now bigint) RETURNS bigint
-LANGUAGE sql AS $$
-	WITH gone AS (
-		DELETE FROM @schema@.buckets b WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.buckets s WHERE s.sweep_at <= p_now
-			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-		AND b.sweep_at <= p_now
-		RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-
--- sweep_slots deletes up to p_limit rows of slots that are reclaimable at
--- p_now and returns how many; rows locked by running operations are skipped.
-CREATE OR REPLACE FUNCTION @schema@.sweep_slots(p_limit integer, p_now bigint) RETURNS bigint
-LANGUAGE sql AS $$
-	WITH gone AS (
-		DELETE FROM @schema@.slots b WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.slots s WHERE s.sweep_at <= p_now
-			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-		AND b.sweep_at <= p_now
-		RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-
--- sweep_bursts deletes up to p_limit rows of bursts that are reclaimable at
--- p_now and returns how many; rows locked by running operations are skipped.
-CREATE OR REPLACE FUNCTION @schema@.sweep_bursts(p_limit integer, p_now bigint) RETURNS bigint
-LANGUAGE sql AS $$
-	WITH gone AS (
-		DELETE FROM @schema@.bursts b WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.bursts s WHERE s.sweep_at <= p_now
-			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-		AND b.sweep_at <= p_now
-		RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-
--- sweep_takes deletes up to p_limit rows of takes that are reclaimable at
--- p_now and returns how many; rows locked by running operations are skipped.
-CREATE OR REPLACE FUNCTION @schema@.sweep_takes(p_limit integer, p_now bigint) RETURNS bigint
-LANGUAGE sql AS $$
-	WITH gone AS (
-		DELETE FROM @schema@.takes b WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.takes s WHERE s.sweep_at <= p_now
-			ORDER BY s.sweep_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
-		AND b.sweep_at <= p_now
-		RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-
--- sweep_vals deletes up to p_limit rows of vals that are reclaimable at
--- p_now and returns how many; rows locked by running operations are skipped.
-CREATE OR REPLACE FUNCTION @schema@.sweep_vals(p_limit integer, p_now bigint) RETURNS bigint
-LANGUAGE sql AS $$
-	WITH gone AS (
-		DELETE FROM @schema@.vals b WHERE b.key = ANY (ARRAY(
-			SELECT s.key FROM @schema@.vals s WHERE s.expires <= p_now
-			ORDER BY s.expires LIMIT p_limit FOR UPDATE SKIP LOCKED))
-		AND b.expires <= p_now
-		RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-
 -- mul_div is pace's mulDiv: floor(a × b / c) in IEEE double precision, the
 -- same operations in the same order, saturated to the bigint range.
 CREATE OR REPLACE FUNCTION @schema@.mul_div(a bigint, b bigint, c bigint) RETURNS bigint
@@ -234,25 +179,62 @@ LANGUAGE sql IMMUTABLE AS $$
 	FROM (SELECT CASE WHEN st.live > 0 AND st.expires > st.assessed THEN st.expires ELSE st.assessed END AS at) AS a
 $$;
 
+-- take_debt is the debt of pace.Bucket.Take: the arrival time one take of
+-- interval p_interval sets, on a bucket whose arrival time is tat (NULL for
+-- an absent row, a full bucket), less p_now. The take fits when the debt is
+-- at most the shape's tolerance. An SQL function of one expression, so the
+-- planner inlines it: a call costs what the expression written out costs.
+CREATE OR REPLACE FUNCTION @schema@.take_debt(tat bigint, p_now bigint, p_interval bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT greatest(tat, p_now) - p_now + p_interval
+$$;
+
+-- keep_bucket writes the bucket r, as decided at p_now, to buckets: it
+-- deletes the row when the bucket is full (the same state as an absent
+-- row), and otherwise updates it (p_found, r.sweep_at the row's) or inserts
+-- it and sweeps p_sweep reclaimable rows. It returns false when another
+-- caller inserted the key since the caller's SELECT (the caller decides
+-- again on that row), true otherwise.
+CREATE OR REPLACE FUNCTION @schema@.keep_bucket(r @schema@.buckets, p_found boolean, p_now bigint, p_sweep integer)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF r.tat <= p_now THEN
+		IF p_found THEN
+			DELETE FROM @schema@.buckets b WHERE b.key = r.key;
+		END IF;
+		RETURN true;
+	END IF;
+	r.sweep_at := @schema@.sweep_after(r.tat, p_now, r.sweep_at);
+	IF p_found THEN
+		UPDATE @schema@.buckets b SET tat = r.tat, sweep_at = r.sweep_at WHERE b.key = r.key;
+		RETURN true;
+	END IF;
+	INSERT INTO @schema@.buckets (key, tat, sweep_at) VALUES (r.key, r.tat, r.sweep_at)
+	ON CONFLICT (key) DO NOTHING;
+	IF FOUND AND p_sweep > 0 THEN
+		PERFORM @schema@.sweep_buckets(p_sweep, p_now);
+	END IF;
+	RETURN FOUND;
+END
+$$;
+
 -- take is one GCRA step (pace.Bucket.Take) with the shape computed in Go.
 -- A refusal writes nothing; wait is the time until the same take fits.
 CREATE OR REPLACE FUNCTION @schema@.take(p_key bytea, p_interval bigint, p_tolerance bigint, p_now bigint, p_sweep integer,
 	OUT allowed boolean, OUT wait bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_tat bigint;
-	v_sweep bigint;
-	v_row boolean;
+	r @schema@.buckets;
+	v_found boolean;
 	v_now bigint;
-	v_base bigint;
 	v_debt bigint;
 BEGIN
 	LOOP
-		SELECT b.tat, b.sweep_at INTO v_tat, v_sweep FROM @schema@.buckets b WHERE b.key = p_key FOR UPDATE;
-		v_row := FOUND;
+		SELECT * INTO r FROM @schema@.buckets b WHERE b.key = p_key FOR UPDATE;
+		v_found := FOUND;
 		v_now := coalesce(p_now, @schema@.now_ns());
-		v_base := CASE WHEN v_row AND v_tat > v_now THEN v_tat ELSE v_now END;
-		v_debt := v_base - v_now + p_interval;
+		v_debt := @schema@.take_debt(r.tat, v_now, p_interval);
 		IF v_debt > p_tolerance THEN
 			allowed := false;
 			wait := v_debt - p_tolerance;
@@ -260,29 +242,40 @@ BEGIN
 		END IF;
 		allowed := true;
 		wait := 0;
-		v_tat := v_base + p_interval;
-		IF v_row THEN
-			IF v_tat <= v_now THEN
-				DELETE FROM @schema@.buckets b WHERE b.key = p_key;
-			ELSE
-				UPDATE @schema@.buckets b SET tat = v_tat, sweep_at = @schema@.sweep_after(v_tat, v_now, v_sweep)
-				WHERE b.key = p_key;
-			END IF;
-			RETURN;
-		END IF;
-		IF v_tat <= v_now THEN
-			RETURN; -- a free take on a full bucket: nothing to remember
-		END IF;
-		INSERT INTO @schema@.buckets (key, tat, sweep_at) VALUES (p_key, v_tat, @schema@.sweep_after(v_tat, v_now, NULL))
-		ON CONFLICT (key) DO NOTHING;
-		IF FOUND THEN
-			IF p_sweep > 0 THEN
-				PERFORM @schema@.sweep_buckets(p_sweep, v_now);
-			END IF;
-			RETURN;
-		END IF;
+		r := ROW(p_key, v_now + v_debt, r.sweep_at);
+		EXIT WHEN @schema@.keep_bucket(r, v_found, v_now, p_sweep);
 		-- Another caller inserted the key since our SELECT: decide again on its row.
 	END LOOP;
+END
+$$;
+
+-- keep_slot writes the slot counter r, as decided at p_now, to slots: it
+-- deletes the row when the counter is expired or holds no slot (the same
+-- state as an absent row), and otherwise updates it (p_found, r.sweep_at
+-- the row's) or inserts it and sweeps p_sweep reclaimable rows. It returns
+-- false when another caller inserted the key since the caller's SELECT (the
+-- caller decides again on that row), true otherwise.
+CREATE OR REPLACE FUNCTION @schema@.keep_slot(r @schema@.slots, p_found boolean, p_now bigint, p_sweep integer)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF r.expires <= p_now OR r.live <= 0 THEN
+		IF p_found THEN
+			DELETE FROM @schema@.slots s WHERE s.key = r.key;
+		END IF;
+		RETURN true;
+	END IF;
+	r.sweep_at := @schema@.sweep_after(r.expires, p_now, r.sweep_at);
+	IF p_found THEN
+		UPDATE @schema@.slots s SET live = r.live, expires = r.expires, sweep_at = r.sweep_at WHERE s.key = r.key;
+		RETURN true;
+	END IF;
+	INSERT INTO @schema@.slots (key, live, expires, sweep_at) VALUES (r.key, r.live, r.expires, r.sweep_at)
+	ON CONFLICT (key) DO NOTHING;
+	IF FOUND AND p_sweep > 0 THEN
+		PERFORM @schema@.sweep_slots(p_sweep, p_now);
+	END IF;
+	RETURN FOUND;
 END
 $$;
 
@@ -291,88 +284,87 @@ CREATE OR REPLACE FUNCTION @schema@.acquire_slot(p_key bytea, p_limit bigint, p_
 	OUT acquired boolean, OUT current bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_live bigint;
-	v_expires bigint;
-	v_sweep bigint;
-	v_row boolean;
+	r @schema@.slots;
+	v_found boolean;
 	v_now bigint;
 BEGIN
 	LOOP
-		SELECT s.live, s.expires, s.sweep_at INTO v_live, v_expires, v_sweep FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
-		v_row := FOUND;
+		SELECT * INTO r FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+		v_found := FOUND;
 		v_now := coalesce(p_now, @schema@.now_ns());
-		IF NOT v_row OR v_expires <= v_now THEN
-			v_live := 0;
+		IF NOT v_found OR r.expires <= v_now THEN
+			r := ROW(p_key, 0, v_now, r.sweep_at);
 		END IF;
-		IF v_live >= p_limit THEN
+		IF r.live >= p_limit THEN
 			acquired := false;
-			current := v_live;
+			current := r.live;
 			RETURN;
 		END IF;
 		acquired := true;
-		current := v_live + 1;
-		v_expires := @schema@.sat_add(v_now, p_ttl);
-		IF v_row THEN
-			UPDATE @schema@.slots s SET live = current, expires = v_expires,
-				sweep_at = @schema@.sweep_after(v_expires, v_now, v_sweep)
-			WHERE s.key = p_key;
-			RETURN;
-		END IF;
-		INSERT INTO @schema@.slots (key, live, expires, sweep_at)
-		VALUES (p_key, current, v_expires, @schema@.sweep_after(v_expires, v_now, NULL))
-		ON CONFLICT (key) DO NOTHING;
-		IF FOUND THEN
-			IF p_sweep > 0 THEN
-				PERFORM @schema@.sweep_slots(p_sweep, v_now);
-			END IF;
-			RETURN;
-		END IF;
+		current := r.live + 1;
+		r := ROW(p_key, current, @schema@.sat_add(v_now, p_ttl), r.sweep_at);
+		EXIT WHEN @schema@.keep_slot(r, v_found, v_now, p_sweep);
+		-- Another caller inserted the key since our SELECT: decide again on its row.
 	END LOOP;
 END
 $$;
 
--- release_slot is Store.ReleaseSlot: the last holder's release deletes the row.
-CREATE OR REPLACE FUNCTION @schema@.release_slot(p_key bytea, p_now bigint) RETURNS void
+-- settle_slot is Store.ReleaseSlot (p_ttl NULL: the last holder's release
+-- deletes the row) or Store.RefreshSlot (p_ttl the new TTL: it extends a
+-- live counter and never creates one).
+CREATE OR REPLACE FUNCTION @schema@.settle_slot(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_live bigint;
-	v_expires bigint;
+	r @schema@.slots;
 	v_now bigint;
 BEGIN
-	SELECT s.live, s.expires INTO v_live, v_expires FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
+	SELECT * INTO r FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
 	v_now := coalesce(p_now, @schema@.now_ns());
-	IF v_expires <= v_now OR v_live <= 1 THEN
-		DELETE FROM @schema@.slots s WHERE s.key = p_key;
-	ELSE
-		UPDATE @schema@.slots s SET live = v_live - 1 WHERE s.key = p_key;
+	IF r.expires > v_now AND p_ttl IS NULL THEN
+		r.live := r.live - 1;
+	ELSIF r.expires > v_now THEN
+		r.expires := @schema@.sat_add(v_now, p_ttl);
 	END IF;
+	PERFORM @schema@.keep_slot(r, true, v_now, 0);
 END
 $$;
 
--- refresh_slot is Store.RefreshSlot: it extends a live counter and never
--- creates one.
-CREATE OR REPLACE FUNCTION @schema@.refresh_slot(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
+-- keep_burst writes the burst slot st, as decided at p_now, to bursts: it
+-- sets st's reclaim time (burst_reclaim) and sweep_at, deletes the row when
+-- the slot is reclaimable already (the same state as an absent row), and
+-- otherwise updates it (p_found, st.sweep_at the row's) or inserts it and
+-- sweeps p_sweep reclaimable rows. It returns false when another caller
+-- inserted the key since the caller's SELECT (the caller decides again on
+-- that row), true otherwise.
+CREATE OR REPLACE FUNCTION @schema@.keep_burst(st @schema@.bursts, p_found boolean, p_now bigint, p_sweep integer)
+RETURNS boolean
 LANGUAGE plpgsql AS $$
-DECLARE
-	v_expires bigint;
-	v_sweep bigint;
-	v_now bigint;
 BEGIN
-	SELECT s.expires, s.sweep_at INTO v_expires, v_sweep FROM @schema@.slots s WHERE s.key = p_key FOR UPDATE;
-	IF NOT FOUND THEN
-		RETURN;
+	st.reclaim := @schema@.burst_reclaim(st);
+	IF st.reclaim <= p_now THEN
+		IF p_found THEN
+			DELETE FROM @schema@.bursts b WHERE b.key = st.key;
+		END IF;
+		RETURN true;
 	END IF;
-	v_now := coalesce(p_now, @schema@.now_ns());
-	IF v_expires <= v_now THEN
-		DELETE FROM @schema@.slots s WHERE s.key = p_key;
-	ELSE
-		v_expires := @schema@.sat_add(v_now, p_ttl);
-		UPDATE @schema@.slots s SET expires = v_expires, sweep_at = @schema@.sweep_after(v_expires, v_now, v_sweep)
-		WHERE s.key = p_key;
+	st.sweep_at := @schema@.sweep_after(st.reclaim, p_now, st.sweep_at);
+	IF p_found THEN
+		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
+			expires = st.expires, sustained = st.sustained, budget = st.budget, reclaim = st.reclaim,
+			sweep_at = st.sweep_at
+		WHERE b.key = st.key;
+		RETURN true;
 	END IF;
+	INSERT INTO @schema@.bursts (key, live, remaining, assessed, expires, sustained, budget, reclaim, sweep_at)
+	VALUES (st.key, st.live, st.remaining, st.assessed, st.expires, st.sustained, st.budget, st.reclaim, st.sweep_at)
+	ON CONFLICT (key) DO NOTHING;
+	IF FOUND AND p_sweep > 0 THEN
+		PERFORM @schema@.sweep_bursts(p_sweep, p_now);
+	END IF;
+	RETURN FOUND;
 END
 $$;
 
@@ -384,15 +376,13 @@ DECLARE
 	st @schema@.bursts;
 	v_row boolean;
 	v_now bigint;
-	v_sweep bigint;
 BEGIN
 	LOOP
 		SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
 		v_row := FOUND;
-		v_sweep := st.sweep_at;
 		v_now := coalesce(p_now, @schema@.now_ns());
 		IF NOT v_row OR st.reclaim <= v_now THEN
-			st := ROW(p_key, 0, p_budget, v_now, 0, 0, 0, 0, NULL);
+			st := ROW(p_key, 0, p_budget, v_now, 0, 0, 0, 0, st.sweep_at);
 		ELSE
 			st := @schema@.burst_assess(st, v_now);
 		END IF;
@@ -407,37 +397,16 @@ BEGIN
 			st.expires := @schema@.sat_add(v_now, p_ttl);
 		END IF;
 		current := st.live;
-		st.reclaim := @schema@.burst_reclaim(st);
-		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, v_sweep);
-		IF st.reclaim <= v_now THEN
-			IF v_row THEN
-				DELETE FROM @schema@.bursts b WHERE b.key = p_key;
-			END IF;
-			RETURN;
-		END IF;
-		IF v_row THEN
-			UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
-				expires = st.expires, sustained = st.sustained, budget = st.budget, reclaim = st.reclaim,
-				sweep_at = st.sweep_at
-			WHERE b.key = p_key;
-			RETURN;
-		END IF;
-		INSERT INTO @schema@.bursts (key, live, remaining, assessed, expires, sustained, budget, reclaim, sweep_at)
-		VALUES (p_key, st.live, st.remaining, st.assessed, st.expires, st.sustained, st.budget, st.reclaim, st.sweep_at)
-		ON CONFLICT (key) DO NOTHING;
-		IF FOUND THEN
-			IF p_sweep > 0 THEN
-				PERFORM @schema@.sweep_bursts(p_sweep, v_now);
-			END IF;
-			RETURN;
-		END IF;
+		EXIT WHEN @schema@.keep_burst(st, v_row, v_now, p_sweep);
+		-- Another caller inserted the key since our SELECT: decide again on its row.
 	END LOOP;
 END
 $$;
 
--- release_burst is pace.ReleaseBurst on a present slot; a no-op on an
--- absent one.
-CREATE OR REPLACE FUNCTION @schema@.release_burst(p_key bytea, p_now bigint) RETURNS void
+-- settle_burst is pace.ReleaseBurst (p_ttl NULL) or pace.RefreshBurst
+-- (p_ttl the new TTL) on a present slot; a no-op on an absent one, so a
+-- stray release or heartbeat never resurrects a reaped slot.
+CREATE OR REPLACE FUNCTION @schema@.settle_burst(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
 	st @schema@.bursts;
@@ -450,50 +419,13 @@ BEGIN
 	v_now := coalesce(p_now, @schema@.now_ns());
 	IF st.reclaim > v_now THEN
 		st := @schema@.burst_assess(st, v_now);
-		IF st.live > 0 THEN
+		IF st.live > 0 AND p_ttl IS NULL THEN
 			st.live := st.live - 1;
-		END IF;
-		st.reclaim := @schema@.burst_reclaim(st);
-		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, st.sweep_at);
-	END IF;
-	IF st.reclaim <= v_now THEN
-		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
-	ELSE
-		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed, reclaim = st.reclaim,
-			sweep_at = st.sweep_at
-		WHERE b.key = p_key;
-	END IF;
-END
-$$;
-
--- refresh_burst is pace.RefreshBurst on a present slot; a no-op on an
--- absent one, so a stray heartbeat never resurrects a reaped slot.
-CREATE OR REPLACE FUNCTION @schema@.refresh_burst(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-	st @schema@.bursts;
-	v_now bigint;
-BEGIN
-	SELECT * INTO st FROM @schema@.bursts b WHERE b.key = p_key FOR UPDATE;
-	IF NOT FOUND THEN
-		RETURN;
-	END IF;
-	v_now := coalesce(p_now, @schema@.now_ns());
-	IF st.reclaim > v_now THEN
-		st := @schema@.burst_assess(st, v_now);
-		IF st.live > 0 THEN
+		ELSIF st.live > 0 THEN
 			st.expires := @schema@.sat_add(v_now, p_ttl);
 		END IF;
-		st.reclaim := @schema@.burst_reclaim(st);
-		st.sweep_at := @schema@.sweep_after(st.reclaim, v_now, st.sweep_at);
 	END IF;
-	IF st.reclaim <= v_now THEN
-		DELETE FROM @schema@.bursts b WHERE b.key = p_key;
-	ELSE
-		UPDATE @schema@.bursts b SET live = st.live, remaining = st.remaining, assessed = st.assessed,
-			expires = st.expires, reclaim = st.reclaim, sweep_at = st.sweep_at
-		WHERE b.key = p_key;
-	END IF;
+	PERFORM @schema@.keep_burst(st, true, v_now, 0);
 END
 $$;
 
@@ -556,6 +488,41 @@ LANGUAGE sql IMMUTABLE AS $$
 	SELECT tats || array_fill(p_now, ARRAY[greatest(p_n - cardinality(tats), 0)])
 $$;
 
+-- keep_take writes the key's row r, as decided at p_now, to takes: it
+-- deletes the row when every shape is full (the same state as an absent
+-- row), and otherwise updates it (p_found, r.sweep_at the row's) or inserts
+-- it and sweeps p_sweep reclaimable rows. It returns false when another
+-- caller inserted the key since the caller's SELECT (the caller decides
+-- again on that row), true otherwise.
+CREATE OR REPLACE FUNCTION @schema@.keep_take(r @schema@.takes, p_found boolean, p_now bigint, p_sweep integer)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_last bigint := @schema@.last_tat(r.tats, p_now);
+BEGIN
+	IF v_last <= p_now THEN
+		IF p_found THEN
+			DELETE FROM @schema@.takes t WHERE t.key = r.key;
+		END IF;
+		RETURN true;
+	END IF;
+	r.sweep_at := @schema@.sweep_after(v_last, p_now, r.sweep_at);
+	IF p_found THEN
+		UPDATE @schema@.takes t SET tats = r.tats, gen = r.gen, born = r.born, memo_at = r.memo_at,
+			memo_reserved = r.memo_reserved, memo_gen = r.memo_gen, sweep_at = r.sweep_at
+		WHERE t.key = r.key;
+		RETURN true;
+	END IF;
+	INSERT INTO @schema@.takes (key, tats, gen, born, memo_at, memo_reserved, memo_gen, sweep_at)
+	VALUES (r.key, r.tats, r.gen, r.born, r.memo_at, r.memo_reserved, r.memo_gen, r.sweep_at)
+	ON CONFLICT (key) DO NOTHING;
+	IF FOUND AND p_sweep > 0 THEN
+		PERFORM @schema@.sweep_takes(p_sweep, p_now);
+	END IF;
+	RETURN FOUND;
+END
+$$;
+
 -- take_all is pace.TakeAll on the key's arrival times, one take of every
 -- shape (p_intervals[i], p_tolerances[i], computed in Go) or none, at the
 -- database clock. A key that is absent or full starts a new life with the
@@ -572,8 +539,7 @@ DECLARE
 	v_row @schema@.takes;
 	v_found boolean;
 	v_next bigint[];
-	v_base bigint;
-	v_last bigint;
+	v_debt bigint;
 BEGIN
 	LOOP
 		SELECT * INTO v_row FROM @schema@.takes t WHERE t.key = p_key FOR UPDATE;
@@ -587,38 +553,15 @@ BEGIN
 		r_taken := true;
 		v_next := @schema@.pad(v_row.tats, v_n, r_now);
 		FOR i IN 1..v_n LOOP
-			-- pace.Bucket.Take
-			v_base := greatest(r_tats[i], r_now);
-			IF v_base - r_now + p_intervals[i] > p_tolerances[i] THEN
+			v_debt := @schema@.take_debt(r_tats[i], r_now, p_intervals[i]);
+			IF v_debt > p_tolerances[i] THEN
 				r_taken := false;
 				RETURN;
 			END IF;
-			v_next[i] := v_base + p_intervals[i];
+			v_next[i] := r_now + v_debt;
 		END LOOP;
-		v_last := @schema@.last_tat(v_next, r_now);
-		IF v_found THEN
-			IF v_last <= r_now THEN
-				DELETE FROM @schema@.takes t WHERE t.key = p_key;
-			ELSE
-				UPDATE @schema@.takes t SET tats = v_next, gen = v_row.gen, born = v_row.born, memo_at = v_row.memo_at,
-					memo_reserved = v_row.memo_reserved, memo_gen = v_row.memo_gen,
-					sweep_at = @schema@.sweep_after(v_last, r_now, v_row.sweep_at)
-				WHERE t.key = p_key;
-			END IF;
-			RETURN;
-		END IF;
-		IF v_last <= r_now THEN
-			RETURN; -- every shape still full (takes of cost zero): nothing to keep
-		END IF;
-		INSERT INTO @schema@.takes (key, tats, gen, born, memo_at, memo_reserved, memo_gen, sweep_at)
-		VALUES (p_key, v_next, p_gen, p_gen, 0, 0, 0, @schema@.sweep_after(v_last, r_now, NULL))
-		ON CONFLICT (key) DO NOTHING;
-		IF FOUND THEN
-			IF p_sweep > 0 THEN
-				PERFORM @schema@.sweep_takes(p_sweep, r_now);
-			END IF;
-			RETURN;
-		END IF;
+		v_row.tats := v_next;
+		EXIT WHEN @schema@.keep_take(v_row, v_found, r_now, p_sweep);
 		-- Another caller inserted the key since our SELECT: decide again on its row.
 	END LOOP;
 END
@@ -667,7 +610,6 @@ DECLARE
 	v_give bigint;
 	v_gave boolean := false;
 	v_reordered boolean := false;
-	v_last bigint;
 BEGIN
 	SELECT * INTO v_row FROM @schema@.takes t WHERE t.key = p_key FOR UPDATE;
 	IF NOT FOUND THEN
@@ -705,15 +647,7 @@ BEGIN
 		v_row.memo_reserved := p_reserved[1];
 		v_row.memo_gen := p_gen;
 	END IF;
-	v_last := @schema@.last_tat(v_row.tats, v_now);
-	IF v_last <= v_now THEN
-		DELETE FROM @schema@.takes t WHERE t.key = p_key;
-	ELSE
-		UPDATE @schema@.takes t SET tats = v_row.tats, gen = v_row.gen, memo_at = v_row.memo_at,
-			memo_reserved = v_row.memo_reserved, memo_gen = v_row.memo_gen,
-			sweep_at = @schema@.sweep_after(v_last, v_now, v_row.sweep_at)
-		WHERE t.key = p_key;
-	END IF;
+	PERFORM @schema@.keep_take(v_row, true, v_now, 0);
 	RETURN true;
 END
 $$;

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ratepace/pace"
 )
 
@@ -121,27 +122,41 @@ func dollarTagAt(s string) string {
 	return ""
 }
 
-// TestSchemaPlaceholdersStandInCode is half of the guard against a schema
-// name that changes the SQL New runs (see FuzzSchemaName): every placeholder
-// of schema.sql stands in code, never in a comment (a name with a newline
-// would end it) or a string literal, and the only dollar signs are the empty
-// delimiters that install replaces by a tag absent from the name.
+// TestSchemaPlaceholdersStandInCode checks half of what keeps a schema name
+// from changing the SQL New runs: every placeholder of schema.sql and
+// sweep.sql stands in code, never in a comment (a name with a newline would
+// end it) or a string literal, every placeholder is replaced, and the only
+// dollar signs are the empty delimiters that install replaces by a tag
+// absent from the name.
 func TestSchemaPlaceholdersStandInCode(t *testing.T) {
-	for _, ph := range []string{"@schema@", "@unlogged@", "@version@", "@refill_window@"} {
-		if !strings.Contains(schemaSQL, ph) {
-			t.Errorf("schema.sql has no %s", ph)
+	for _, f := range []struct {
+		name, src string
+		phs       []string
+	}{
+		{"schema.sql", schemaSQL, []string{"@schema@", "@unlogged@", "@version@", "@refill_window@"}},
+		{"sweep.sql", sweepSQL, []string{"@schema@", "@table@", "@reclaim_at@"}},
+	} {
+		for _, ph := range f.phs {
+			if !strings.Contains(f.src, ph) {
+				t.Errorf("%s has no %s", f.name, ph)
+			}
+			bad, open := misplaced(f.src, ph)
+			if open != "" {
+				t.Fatalf("%s leaves %s open", f.name, open)
+			}
+			for _, off := range bad {
+				line := strings.Count(f.src[:off], "\n") + 1
+				t.Errorf("%s:%d: %s stands in a comment, string or quoted identifier", f.name, line, ph)
+			}
 		}
-		bad, open := misplaced(schemaSQL, ph)
-		if open != "" {
-			t.Fatalf("schema.sql leaves %s open", open)
-		}
-		for _, off := range bad {
-			line := strings.Count(schemaSQL[:off], "\n") + 1
-			t.Errorf("schema.sql:%d: %s stands in a comment, string or quoted identifier", line, ph)
+		if n, m := strings.Count(f.src, "$"), strings.Count(f.src, "$$"); n != 2*m {
+			t.Errorf("%s has %d dollar signs besides its %d empty delimiters; install replaces only \"$$\"", f.name, n-2*m, m)
 		}
 	}
-	if n, m := strings.Count(schemaSQL, "$"), strings.Count(schemaSQL, "$$"); n != 2*m {
-		t.Errorf("schema.sql has %d dollar signs besides its %d empty delimiters; install replaces only \"$$\"", n-2*m, m)
+	for _, unlogged := range []bool{false, true} {
+		if src := ddl(`"x"`, unlogged); strings.Contains(src, "@") || strings.Contains(src, "$$") {
+			t.Errorf("ddl(unlogged %v) leaves a placeholder or an empty delimiter in place", unlogged)
+		}
 	}
 	// The lexer itself: a placeholder in each kind of non-code is found.
 	for _, src := range []string{"-- @schema@\n", "/* /* */ @schema@ */", "'@schema@'", `"@schema@"`, "$$ -- @schema@\n $$"} {
@@ -156,21 +171,38 @@ func TestSchemaPlaceholdersStandInCode(t *testing.T) {
 	}
 }
 
-// functionBodies returns the bodies of the functions schema.sql defines, as
-// install writes them for the quoted schema name, sorted.
+// installedBodies returns the bodies of the functions in the schema named
+// name, as the server holds them, sorted.
+func installedBodies(t testing.TB, pool *pgxpool.Pool, name string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, name)
+	var bodies []string
+	if err == nil {
+		bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(bodies)
+	return bodies
+}
+
+// functionBodies returns the bodies of the functions schema.sql and
+// sweep.sql define, as install writes them for the quoted schema name,
+// sorted.
 func functionBodies(quoted string) []string {
 	var bodies []string
-	parts := strings.Split(schemaSQL, "$$")
+	parts := strings.Split(ddl(quoted, false), dollarTag(quoted))
 	for i := 1; i < len(parts); i += 2 {
-		bodies = append(bodies, strings.NewReplacer("@schema@", quoted, "@refill_window@", refillWindow).Replace(parts[i]))
+		bodies = append(bodies, parts[i])
 	}
 	slices.Sort(bodies)
 	return bodies
 }
 
 // FuzzSchemaName checks on a real server that no schema name can change the
-// SQL New runs (once, "a$$b" ended a function body early, and a name
-// with a newline would have ended the comment it was spliced into). Every
+// SQL New runs (a name such as "a$$b" could end a function body early, and
+// a name with a newline the comment it was spliced into). Every
 // name of 1 to 63 bytes without NUL either is rejected with an error wrapping
 // pace.ErrInvalidArgument, creating nothing, or works:
 //
@@ -289,16 +321,7 @@ func FuzzSchemaName(f *testing.F) {
 
 		// The functions are the template's, and the name is only ever
 		// the quoted identifier in their bodies.
-		rows, err = pool.Query(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, name)
-		var bodies []string
-		if err == nil {
-			bodies, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(bodies)
-		if want := functionBodies(quoted); !slices.Equal(bodies, want) {
+		if bodies, want := installedBodies(t, pool, name), functionBodies(quoted); !slices.Equal(bodies, want) {
 			t.Errorf("New(WithSchema(%+q)): %d function bodies that differ from the template's %d", name, len(bodies), len(want))
 		}
 

@@ -55,10 +55,7 @@ func readTake(t *testing.T, s *Store, schema, key string) *takemodel.State {
 func TestDifferentialTake(t *testing.T) {
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			var c fakeClock
-			c.set(t0)
-			s, schema := newTestStore(t, testPool(t))
-			withClock(s, &c)
+			s, schema, c := newClockedStore(t, testPool(t), t0)
 			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.now()) }, c.add,
 				func(k string) *takemodel.State { return readTake(t, s, schema, k) })
 			takemodel.RequireSeen(t, seen, takemodel.Situations...)
@@ -97,18 +94,11 @@ func TestTakeDatabaseClock(t *testing.T) {
 	pool := testPool(t)
 	s, schema := newTestStore(t, pool)
 	ctx := context.Background()
-	now := func() int64 {
-		var ns int64
-		if err := pool.QueryRow(ctx, "SELECT "+pgx.Identifier{schema}.Sanitize()+".now_ns()").Scan(&ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns
-	}
 	perSecond, perMinute := mustBucket(t, 5, 5, 1), mustBucket(t, 20, 20.0/60, 1)
 	const id = "client-42@203.0.113.7"
-	before := now()
+	before := databaseNow(t, pool, schema)
 	g, err := s.Take(ctx, id, []pace.Bucket{perSecond, perMinute})
-	after := now()
+	after := databaseNow(t, pool, schema)
 	if err != nil || !g.OK || int64(g.Receipt.At) < before || int64(g.Receipt.At) > after {
 		t.Fatalf("Take = %+v, %v; want OK, dated within [%d, %d]", g, err, before, after)
 	}
