@@ -70,18 +70,28 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	}
 	if s.Reset > 0 {
 		at := now.Add(s.Reset)
-		if !l.instant.IsZero() && !now.Before(l.instant) && at.Sub(l.instant) > instantSlack {
-			// The previous reset instant has passed and the new one is
-			// further on. Seen soon after it passed, the move is a window
-			// (a fixed window turned over there, or a counter expired a
-			// window after the call that created it) and, if the count
-			// dropped with it, the window is a fixed one.
-			jump := at.Sub(l.instant)
+		jump := at.Sub(l.instant)
+		// The previous reset instant has passed and the new one is
+		// further on. A reset written in whole seconds (rounded up) names
+		// an instant up to a second after the real one: a move of more
+		// than twice that, seen within a second before it, passed too
+		// (only a window turning over moves it that far at once).
+		passed := !now.Before(l.instant) || (jump > 2*instantSlack && jump >= l.longest/2 && !now.Before(l.instant.Add(-instantSlack)))
+		if !l.instant.IsZero() && passed && jump > instantSlack {
+			// Seen soon after it passed, the move is a window (a fixed
+			// window turned over there, or a counter expired a window
+			// after the call that created it) and, if the count dropped
+			// with it, the window is a fixed one.
 			if l.fixed && p.droppedTo(s) {
 				// Known fixed: the count dropped, the window turned over
-				// at the instant named, however late this response.
+				// at the instant named, however late this response (or
+				// a window before the new instant, if later: a window
+				// went by unseen).
 				l.boundary = l.instant
-				p.forgetBefore(l.instant)
+				if b := at.Add(-p.window); b.After(l.boundary) {
+					l.boundary = b
+				}
+				p.forgetBefore(earliest(l.boundary, now))
 			} else if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
 				l.period = jump
 				if p.droppedTo(s) {
@@ -89,7 +99,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 						l.phase = p.rng.Float64()
 					}
 					l.fixed, l.boundary = true, l.instant
-					p.forgetBefore(l.instant)
+					p.forgetBefore(earliest(l.boundary, now))
 				}
 			}
 		}
@@ -331,4 +341,12 @@ func (p *Pacer) forgetBefore(t time.Time) {
 // take what the others are about to spend.
 func (p *Pacer) othersSeen(now time.Time) bool {
 	return !p.lw.othersAt.IsZero() && now.Sub(p.lw.othersAt) < 2*p.window
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
