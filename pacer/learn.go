@@ -252,9 +252,16 @@ func (p *Pacer) bucketReading(s Signal) time.Duration {
 // may be a misreading (a token bucket whose reset names the next token,
 // not the full bucket), so it doubles, at most once a window, up to the
 // default. It must be called with p.mu held.
-func (p *Pacer) refused(now time.Time) {
+func (p *Pacer) refused(now time.Time, s Signal) {
 	l := &p.lw
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
+		return
+	}
+	if s.Reset >= minReading && s.Reset >= p.window*9/10 && s.Reset <= p.window && s.RetryAfter >= s.Reset/2 {
+		// The refusal itself reads the window believed, and asks to
+		// wait about as long: the window is full, not misread. (A
+		// bucket's refusal asks to wait for its next token, far less
+		// than its reset.)
 		return
 	}
 	ceiling := p.cfg.window

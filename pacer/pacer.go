@@ -363,7 +363,7 @@ func (p *Pacer) Observe(s Signal) {
 	}
 	// Refused: cut the rate, and wait at least Retry-After; without one,
 	// back off exponentially from W/60, bounded by the maximum delay.
-	p.refused(now)
+	p.refused(now, s)
 	if p.rate > 0 {
 		p.rate *= throttleCut
 		p.clampRate()
