@@ -357,3 +357,41 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// probeStep is how many calls per window a client that learned its rate
+// from refusals alone adds, every window without a refusal: the share
+// it read may have been small (a newcomer took the window) or the key
+// may have lost a client, and only a refusal says how far it may go.
+const probeStep = 0.1
+
+// refusalsOnly learns from a server that reports no count, only a
+// Retry-After on refusals, how many calls its window allows this client:
+// the calls accepted since the previous refusal, over the time from the
+// first of them to the end of this refusal's Retry-After (when the window
+// that refused them ends). Each refusal replaces the reading, so that a
+// client that got more than its share learns the lower rate at its next
+// refusal. It must be called with p.mu held.
+func (p *Pacer) refusalsOnly(now time.Time, s Signal) {
+	if !s.Throttled {
+		if p.streak == 0 {
+			p.streakFrom = now
+		}
+		p.streak++
+		return
+	}
+	if span := now.Add(s.RetryAfter).Sub(p.streakFrom); s.RetryAfter > 0 && p.streak >= 2 && span > 0 {
+		p.implied, p.span, p.impliedAt = p.streak/span.Seconds(), span, now
+	}
+	p.streak = 0
+}
+
+// impliedRate is the rate refusals alone allow at now, in calls per
+// second: the latest reading, plus probeStep calls per window for every
+// window since (zero before any reading).
+func (p *Pacer) impliedRate(now time.Time) float64 {
+	if p.implied <= 0 {
+		return 0
+	}
+	w := p.span.Seconds()
+	return p.implied + probeStep*now.Sub(p.impliedAt).Seconds()/(w*w)
+}

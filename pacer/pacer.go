@@ -130,7 +130,9 @@ const (
 // fixed window the client spreads its calls until the turnover and goes
 // at its own point after it (docs/pacer.md has the whole story and the
 // figures per server kind). A server that sends no
-// rate-limit headers at all gets no pacing beyond its Retry-After; a server
+// rate-limit headers, only a Retry-After when it refuses, is paced at the
+// calls it accepted before its latest refusal over the time until that
+// Retry-After ended, a little more every window without one; a server
 // that sends only the IETF "r" and "t" parameters gets its remaining quota
 // spread evenly over the reset time.
 //
@@ -172,6 +174,15 @@ type Pacer struct {
 	own     own              // this client's calls counted within the window, and in flight
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
+	// What refusals alone taught, on a server that sends no count: the
+	// calls accepted since streakFrom (the first after a refusal), and
+	// the rate the latest refusal allowed this client, in calls per
+	// second over a window of span, read at impliedAt (zero: none yet).
+	streak     float64
+	streakFrom time.Time
+	implied    float64
+	span       time.Duration
+	impliedAt  time.Time
 }
 
 // New returns a Pacer configured by opts. Options with invalid values
@@ -353,6 +364,9 @@ func (p *Pacer) Observe(s Signal) {
 	if s.HasRemaining && s.Reset > 0 {
 		p.remaining, p.resetAt = float64(s.Remaining), now.Add(s.Reset)
 	}
+	if p.limit <= 0 && !s.HasUsed && !s.HasRemaining {
+		p.refusalsOnly(now, s)
+	}
 	if !s.Throttled {
 		p.strikes = 0
 		if s.RetryAfter > 0 {
@@ -473,6 +487,9 @@ func (p *Pacer) holdUntil(t, now time.Time) {
 // spread is the interval over which a client resumes after a refusal: its
 // own gap, bounded by the maximum delay.
 func (p *Pacer) spread() time.Duration {
+	if p.rate <= 0 && p.implied > 0 {
+		return time.Duration(float64(time.Second) / p.implied)
+	}
 	if p.rate <= 0 {
 		return p.window / periods
 	}
@@ -593,6 +610,9 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			left := p.remaining - float64(int(p.own.flying)+p.ahead.len()+p.queue.len())
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
+		}
+		if r := p.impliedRate(now); r > 0 {
+			return time.Duration(float64(time.Second) / (p.cfg.target * r))
 		}
 		return 0
 	}
