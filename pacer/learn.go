@@ -70,18 +70,28 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	}
 	if s.Reset > 0 {
 		at := now.Add(s.Reset)
-		if !l.instant.IsZero() && !now.Before(l.instant) && at.Sub(l.instant) > instantSlack {
-			// The previous reset instant has passed and the new one is
-			// further on. Seen soon after it passed, the move is a window
-			// (a fixed window turned over there, or a counter expired a
-			// window after the call that created it) and, if the count
-			// dropped with it, the window is a fixed one.
-			jump := at.Sub(l.instant)
+		jump := at.Sub(l.instant)
+		// The previous reset instant has passed and the new one is
+		// further on. A reset written in whole seconds (rounded up) names
+		// an instant up to a second after the real one: a move of more
+		// than twice that, seen within a second before it, passed too
+		// (only a window turning over moves it that far at once).
+		passed := !now.Before(l.instant) || (jump > 2*instantSlack && jump >= l.longest/2 && !now.Before(l.instant.Add(-instantSlack)))
+		if !l.instant.IsZero() && passed && jump > instantSlack {
+			// Seen soon after it passed, the move is a window (a fixed
+			// window turned over there, or a counter expired a window
+			// after the call that created it) and, if the count dropped
+			// with it, the window is a fixed one.
 			if l.fixed && p.droppedTo(s) {
 				// Known fixed: the count dropped, the window turned over
-				// at the instant named, however late this response.
+				// at the instant named, however late this response (or
+				// a window before the new instant, if later: a window
+				// went by unseen).
 				l.boundary = l.instant
-				p.forgetBefore(l.instant)
+				if b := at.Add(-p.window); b.After(l.boundary) {
+					l.boundary = b
+				}
+				p.forgetBefore(earliest(l.boundary, now))
 			} else if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
 				l.period = jump
 				if p.droppedTo(s) {
@@ -89,7 +99,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 						l.phase = p.rng.Float64()
 					}
 					l.fixed, l.boundary = true, l.instant
-					p.forgetBefore(l.instant)
+					p.forgetBefore(earliest(l.boundary, now))
 				}
 			}
 		}
@@ -242,9 +252,16 @@ func (p *Pacer) bucketReading(s Signal) time.Duration {
 // may be a misreading (a token bucket whose reset names the next token,
 // not the full bucket), so it doubles, at most once a window, up to the
 // default. It must be called with p.mu held.
-func (p *Pacer) refused(now time.Time) {
+func (p *Pacer) refused(now time.Time, s Signal) {
 	l := &p.lw
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
+		return
+	}
+	if s.Reset >= minReading && s.Reset >= p.window*9/10 && s.Reset <= p.window && s.RetryAfter >= s.Reset/2 {
+		// The refusal itself reads the window believed, and asks to
+		// wait about as long: the window is full, not misread. (A
+		// bucket's refusal asks to wait for its next token, far less
+		// than its reset.)
 		return
 	}
 	ceiling := p.cfg.window
@@ -331,4 +348,50 @@ func (p *Pacer) forgetBefore(t time.Time) {
 // take what the others are about to spend.
 func (p *Pacer) othersSeen(now time.Time) bool {
 	return !p.lw.othersAt.IsZero() && now.Sub(p.lw.othersAt) < 2*p.window
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// probeStep is how many calls per window a client that learned its rate
+// from refusals alone adds, every window without a refusal: the share
+// it read may have been small (a newcomer took the window) or the key
+// may have lost a client, and only a refusal says how far it may go.
+const probeStep = 0.1
+
+// refusalsOnly learns from a server that reports no count, only a
+// Retry-After on refusals, how many calls its window allows this client:
+// the calls accepted since the previous refusal, over the time from the
+// first of them to the end of this refusal's Retry-After (when the window
+// that refused them ends). Each refusal replaces the reading, so that a
+// client that got more than its share learns the lower rate at its next
+// refusal. It must be called with p.mu held.
+func (p *Pacer) refusalsOnly(now time.Time, s Signal) {
+	if !s.Throttled {
+		if p.streak == 0 {
+			p.streakFrom = now
+		}
+		p.streak++
+		return
+	}
+	if span := now.Add(s.RetryAfter).Sub(p.streakFrom); s.RetryAfter > 0 && p.streak >= 2 && span > 0 {
+		p.implied, p.span, p.impliedAt = p.streak/span.Seconds(), span, now
+	}
+	p.streak = 0
+}
+
+// impliedRate is the rate refusals alone allow at now, in calls per
+// second: the latest reading, plus probeStep calls per window for every
+// window since (zero before any reading).
+func (p *Pacer) impliedRate(now time.Time) float64 {
+	if p.implied <= 0 {
+		return 0
+	}
+	w := p.span.Seconds()
+	return p.implied + probeStep*now.Sub(p.impliedAt).Seconds()/(w*w)
 }

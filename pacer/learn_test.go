@@ -122,3 +122,38 @@ func TestFixedWindowTurnoverIsSpread(t *testing.T) {
 		t.Fatalf("two clients held until the turnover both wait %v; want each its own point after it", a)
 	}
 }
+
+// TestRefusalsAloneTeachTheRate: a server that sends no count, only a
+// Retry-After when it refuses (here 40 calls per 2 s window), tells a lone
+// client how many calls its window takes: those accepted before the
+// refusal, over the time until its Retry-After ends. The client then
+// spreads about that many over the next window instead of calling back to
+// back into the next refusal, one per window.
+func TestRefusalsAloneTeachTheRate(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	for i := 0; i < 40; i++ {
+		if d := p.Reserve(); d != 0 {
+			t.Fatalf("call %d before any refusal: Reserve() = %v; want 0 (nothing known)", i, d)
+		}
+		c.Advance(5 * time.Millisecond)
+		p.Observe(pacer.Signal{})
+	}
+	p.Reserve()
+	c.Advance(5 * time.Millisecond)
+	// Refused 0.205 s into a window of 2 s: Retry-After until it ends.
+	p.Observe(pacer.Signal{Throttled: true, RetryAfter: 2*time.Second - 205*time.Millisecond})
+	next := t0.Add(2 * time.Second)
+	if d := p.Reserve(); c.Now().Add(d).Before(next) {
+		t.Fatalf("after Retry-After: Reserve() = %v; want no call before the window ends", d)
+	}
+	n := 1
+	for ; n <= 1000; n++ {
+		if d := p.Reserve(); !c.Now().Add(d).Before(next.Add(2 * time.Second)) {
+			break
+		}
+	}
+	if n > 40 || n < 34 {
+		t.Fatalf("calls booked in the window after the refusal = %d; want 34..40 (about 0.95 of the 40 the window took)", n)
+	}
+}

@@ -64,11 +64,13 @@ const (
 // API, so that all the clients sharing the limit together aim to use a
 // target fraction of it (95% by default), share it equally, and are rarely
 // refused. It needs no coordination: each client runs its own Pacer and
-// learns about the others only from the shared count the server reports.
-// It keeps a rate in calls per second, adjusted once per 1/60 of the
-// limit's window by additive increase and multiplicative decrease, and
-// always honours Retry-After. docs/pacer.md describes the algorithm, how it
-// learns the window, and what it reaches against each kind of server.
+// learns about the others only from the shared count the server reports
+// (a server that sends only Retry-After is paced at what it accepted
+// between refusals). It keeps a rate in calls per second, adjusted once per
+// 1/60 of the limit's window by additive increase and multiplicative
+// decrease, and always honours Retry-After. docs/pacer.md describes the
+// algorithm, how it learns the window, and what it reaches against each
+// kind of server.
 //
 // New is required; the zero Pacer is not usable. Most callers want Wait
 // before each call and Observe after it, or Transport, which does both.
@@ -105,6 +107,15 @@ type Pacer struct {
 	own     own              // this client's calls counted within the window, and in flight
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
+	// What refusals alone taught, on a server that sends no count: the
+	// calls accepted since streakFrom (the first after a refusal), and
+	// the rate the latest refusal allowed this client, in calls per
+	// second over a window of span, read at impliedAt (zero: none yet).
+	streak     float64
+	streakFrom time.Time
+	implied    float64
+	span       time.Duration
+	impliedAt  time.Time
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -290,6 +301,9 @@ func (p *Pacer) Observe(s Signal) {
 	if s.HasRemaining && s.Reset > 0 {
 		p.remaining, p.resetAt = float64(s.Remaining), now.Add(s.Reset)
 	}
+	if p.limit <= 0 && !s.HasUsed && !s.HasRemaining {
+		p.refusalsOnly(now, s)
+	}
 	if !s.Throttled {
 		p.strikes = 0
 		if s.RetryAfter > 0 {
@@ -300,7 +314,7 @@ func (p *Pacer) Observe(s Signal) {
 	}
 	// Refused: cut the rate, and wait at least Retry-After; without one,
 	// back off exponentially from W/60, bounded by the maximum delay.
-	p.refused(now)
+	p.refused(now, s)
 	if p.rate > 0 {
 		p.rate *= throttleCut
 		p.clampRate()
@@ -410,6 +424,9 @@ func (p *Pacer) holdUntil(t, now time.Time) {
 // spread is the interval over which a client resumes after a refusal: its
 // own gap, bounded by the maximum delay.
 func (p *Pacer) spread() time.Duration {
+	if p.rate <= 0 && p.implied > 0 {
+		return time.Duration(float64(time.Second) / p.implied)
+	}
 	if p.rate <= 0 {
 		return p.window / periods
 	}
@@ -530,6 +547,9 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			left := p.remaining - float64(int(p.own.flying)+p.ahead.len()+p.queue.len())
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
+		}
+		if r := p.impliedRate(now); r > 0 {
+			return time.Duration(float64(time.Second) / (p.cfg.target * r))
 		}
 		return 0
 	}
