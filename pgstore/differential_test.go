@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // The differential tests run random operation sequences through the SQL
@@ -149,10 +150,9 @@ func TestDifferentialBurst(t *testing.T) {
 func differentialBurst(t *testing.T, seed uint64, nkeys int, back bool, steps int, cov map[string]int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, uint64(nkeys)))
-	var c fakeClock
-	c.set(t0 + r.Int64N(int64(time.Hour)))
+	c := fakeclock.New(time.Unix(0, t0+r.Int64N(int64(time.Hour))))
 	s, schema := newTestStore(t, testPool(t))
-	withClock(s, &c)
+	withClock(s, c)
 	ctx := context.Background()
 	model := burstModel{}
 	keys := make([]string, nkeys)
@@ -167,16 +167,16 @@ func differentialBurst(t *testing.T, seed uint64, nkeys int, back bool, steps in
 			i = r.IntN(nkeys)
 		}
 		k := keys[i]
-		c.add(randomStep(r, back))
+		c.Advance(randomStep(r, back))
 		// Now and then land exactly on an edge of the key's state, where
 		// a < instead of a <= would show.
 		if st := model[k]; st != nil && r.IntN(6) == 0 {
 			edges := []time.Time{st.Expires, st.ReclaimAt(), st.Expires.Add(-1)}
-			if e := edges[r.IntN(len(edges))]; e.UnixNano() > c.now() {
-				c.set(e.UnixNano())
+			if e := edges[r.IntN(len(edges))]; e.UnixNano() > c.Now().UnixNano() {
+				c.Set(e)
 			}
 		}
-		now := c.time()
+		now := c.Now()
 		if r.IntN(10) == 0 {
 			shapes[i] = randomBurstShape(r)
 		}
@@ -261,23 +261,22 @@ func randomBucket(r *rand.Rand) (capacity, rate, cost float64) {
 func differentialBucket(t *testing.T, seed uint64, nkeys, steps int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 77))
-	var c fakeClock
-	c.set(t0 + r.Int64N(int64(time.Hour)))
+	c := fakeclock.New(time.Unix(0, t0+r.Int64N(int64(time.Hour))))
 	s, schema := newTestStore(t, testPool(t))
-	withClock(s, &c)
+	withClock(s, c)
 	ctx := context.Background()
 	model := map[string]time.Duration{}
 	for step := range steps {
 		switch n := r.IntN(10); {
 		case n < 4:
 		case n < 7:
-			c.add(time.Duration(r.Int64N(int64(time.Millisecond))))
+			c.Advance(time.Duration(r.Int64N(int64(time.Millisecond))))
 		case n < 9:
-			c.add(time.Duration(r.Int64N(int64(2 * time.Second))))
+			c.Advance(time.Duration(r.Int64N(int64(2 * time.Second))))
 		default:
-			c.add(time.Duration(r.Int64N(int64(time.Minute))))
+			c.Advance(time.Duration(r.Int64N(int64(time.Minute))))
 		}
-		now := time.Duration(c.now())
+		now := time.Duration(c.Now().UnixNano())
 		i := r.IntN(nkeys)
 		k := fmt.Sprintf("bucket-%d-%d", seed, i)
 		capacity, rate, cost := randomBucket(r)

@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // defaultURL is where the tests look for PostgreSQL unless PACE_POSTGRES_URL
@@ -143,15 +144,12 @@ func newTestStore(t testing.TB, pool *pgxpool.Pool, opts ...Option) (*Store, str
 	return s, schema
 }
 
-// fakeClock is a test clock in nanoseconds since the Unix epoch, passed to
-// the SQL functions as p_now in place of the database clock.
-type fakeClock struct{ ns atomic.Int64 }
-
-func (c *fakeClock) now() int64               { return c.ns.Load() }
-func (c *fakeClock) add(d time.Duration)      { c.ns.Add(int64(d)) }
-func (c *fakeClock) set(ns int64)             { c.ns.Store(ns) }
-func (c *fakeClock) time() time.Time          { return time.Unix(0, c.ns.Load()) }
-func withClock(s *Store, c *fakeClock) *Store { s.now = c.now; return s }
+// withClock makes s read c, in nanoseconds since the Unix epoch, passed
+// to the SQL functions as p_now in place of the database clock.
+func withClock(s *Store, c *fakeclock.Clock) *Store {
+	s.now = func() int64 { return c.Now().UnixNano() }
+	return s
+}
 
 // countRows returns the number of rows in one of the store's tables.
 func countRows(t testing.TB, pool *pgxpool.Pool, schema, table string) int64 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // t0 is the fake clock's starting instant: 2026-01-01T00:00:00Z.
@@ -293,31 +294,30 @@ func TestDatabaseClock(t *testing.T) {
 func TestSlotsWithClock(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	s, schema := newTestStore(t, pool)
-	withClock(s, &c)
+	withClock(s, c)
 	acquire := func(want bool, wantN int64) {
 		t.Helper()
 		ok, n, err := s.AcquireSlot(ctx, "k", 2, 10*time.Second)
 		if err != nil || ok != want || n != wantN {
-			t.Fatalf("at %v AcquireSlot(k, 2, 10s) = %v, %d, %v; want %v, %d, nil", c.time().Sub(time.Unix(0, t0)), ok, n, err, want, wantN)
+			t.Fatalf("at %v AcquireSlot(k, 2, 10s) = %v, %d, %v; want %v, %d, nil", c.Now().Sub(time.Unix(0, t0)), ok, n, err, want, wantN)
 		}
 	}
 	acquire(true, 1)
 	acquire(true, 2)
 	acquire(false, 2)
-	c.add(9 * time.Second)
+	c.Advance(9 * time.Second)
 	if err := s.RefreshSlot(ctx, "k", 10*time.Second); err != nil { // now expires at 19s
 		t.Fatal(err)
 	}
-	c.add(9 * time.Second) // 18s: still live
+	c.Advance(9 * time.Second) // 18s: still live
 	acquire(false, 2)
 	if err := s.ReleaseSlot(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
 	acquire(true, 2) // expires at 28s
-	c.add(10 * time.Second)
+	c.Advance(10 * time.Second)
 	// Expired: a refresh does not resurrect it, and it counts as zero.
 	if err := s.RefreshSlot(ctx, "k", time.Hour); err != nil {
 		t.Fatal(err)
@@ -340,10 +340,9 @@ func TestSlotsWithClock(t *testing.T) {
 func TestValuesWithClock(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	s, _ := newTestStore(t, pool)
-	withClock(s, &c)
+	withClock(s, c)
 	if err := s.Set(ctx, "ttl", []byte("a"), time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -357,15 +356,15 @@ func TestValuesWithClock(t *testing.T) {
 	if err != nil || v == nil || len(v) != 0 {
 		t.Fatalf("Get(forever) = %#v, %v; want empty non-nil value", v, err)
 	}
-	c.add(time.Second - 1)
+	c.Advance(time.Second - 1)
 	if v, err := s.Get(ctx, "ttl"); err != nil || string(v) != "a" {
 		t.Fatalf("Get(ttl) before expiry = %q, %v", v, err)
 	}
-	c.add(1)
+	c.Advance(1)
 	if _, err := s.Get(ctx, "ttl"); !errors.Is(err, pace.ErrNotFound) {
 		t.Fatalf("Get(ttl) at expiry = %v, want ErrNotFound", err)
 	}
-	c.add(100 * 365 * 24 * time.Hour)
+	c.Advance(100 * 365 * 24 * time.Hour)
 	for _, k := range []string{"forever", "huge"} {
 		if _, err := s.Get(ctx, k); err != nil {
 			t.Fatalf("Get(%s) a century later = %v", k, err)
@@ -449,11 +448,10 @@ func TestTwoReplicas(t *testing.T) {
 func TestBoundedGrowth(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	const batch = 2
 	s, schema := newTestStore(t, pool, WithSweepBatch(batch))
-	withClock(s, &c)
+	withClock(s, c)
 	const (
 		keys = 600
 		live = 20 // keys alive at any time: each lives 20 steps of 1ms
@@ -479,7 +477,7 @@ func TestBoundedGrowth(t *testing.T) {
 		if g, err := s.Take(ctx, k, fiftyPerSecond); !g.OK || err != nil {
 			t.Fatalf("Take = %+v, %v", g, err)
 		}
-		c.add(time.Millisecond)
+		c.Advance(time.Millisecond)
 		if i%50 == 49 {
 			for _, table := range tables {
 				maxRows[table] = max(maxRows[table], countRows(t, pool, schema, table))
@@ -495,7 +493,7 @@ func TestBoundedGrowth(t *testing.T) {
 		}
 	}
 	// Sweep clears what is left once everything has expired.
-	c.add(time.Hour)
+	c.Advance(time.Hour)
 	n, err := s.Sweep(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -514,15 +512,14 @@ func TestBoundedGrowth(t *testing.T) {
 func TestNoSweep(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	s, schema := newTestStore(t, pool, WithSweepBatch(0))
-	withClock(s, &c)
+	withClock(s, c)
 	for i := range 10 {
 		if _, _, err := s.TokenBucket(ctx, string(rune('a'+i)), 1, 1000, 1); err != nil {
 			t.Fatal(err)
 		}
-		c.add(time.Second)
+		c.Advance(time.Second)
 	}
 	if n := countRows(t, pool, schema, "buckets"); n != 10 {
 		t.Fatalf("buckets rows without sweep = %d, want 10", n)
@@ -589,10 +586,9 @@ func TestAsynchronousCommit(t *testing.T) {
 func TestHotKeyKeepsIndexesSmall(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	s, schema := newTestStore(t, pool)
-	withClock(s, &c)
+	withClock(s, c)
 	for range 3000 {
 		if _, _, err := s.TokenBucket(ctx, "hot", 100, 100, 1); err != nil {
 			t.Fatal(err)
@@ -600,7 +596,7 @@ func TestHotKeyKeepsIndexesSmall(t *testing.T) {
 		if _, _, err := s.AcquireSlot(ctx, "hot", 1<<40, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		c.add(5 * time.Millisecond)
+		c.Advance(5 * time.Millisecond)
 	}
 	for _, rel := range []string{"buckets", "buckets_sweep_at", "buckets_pkey", "slots", "slots_sweep_at", "slots_pkey"} {
 		var size int64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
@@ -55,11 +56,10 @@ func readTake(t *testing.T, s *Store, schema, key string) *takemodel.State {
 func TestDifferentialTake(t *testing.T) {
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			var c fakeClock
-			c.set(t0)
+			c := fakeclock.New(time.Unix(0, t0))
 			s, schema := newTestStore(t, testPool(t))
-			withClock(s, &c)
-			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.now()) }, c.add,
+			withClock(s, c)
+			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.Now().UnixNano()) }, c.Advance,
 				func(k string) *takemodel.State { return readTake(t, s, schema, k) })
 			takemodel.RequireSeen(t, seen, takemodel.Situations...)
 		})
