@@ -11,18 +11,18 @@ package fakeclock
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // Clock is a fake clock that moves only when told. The zero value is not
 // usable: call New. All its methods are safe for concurrent use by
-// multiple goroutines; Now never blocks.
+// multiple goroutines, and none of them allocates but After (so that
+// a test counting allocations counts the code under test only).
 type Clock struct {
 	start time.Time
-	now   atomic.Pointer[time.Time] // written only with mu held
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // readers: Now
+	now     time.Time
 	timers  []timer
 	started chan struct{} // one value per timer started, while there is room
 }
@@ -39,13 +39,15 @@ const startedRoom = 1024
 // New returns a Clock that reads start until moved. The time keeps its
 // monotonic reading, if any, and its location.
 func New(start time.Time) *Clock {
-	c := &Clock{start: start, started: make(chan struct{}, startedRoom)}
-	c.now.Store(&start)
-	return c
+	return &Clock{start: start, now: start, started: make(chan struct{}, startedRoom)}
 }
 
 // Now returns the clock's current time.
-func (c *Clock) Now() time.Time { return *c.now.Load() }
+func (c *Clock) Now() time.Time {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.now
+}
 
 // Elapsed returns how far the clock has moved since New: Now minus the
 // start time (negative if it was set before the start).
@@ -56,7 +58,7 @@ func (c *Clock) Elapsed() time.Duration { return c.Now().Sub(c.start) }
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setLocked(c.Now().Add(d))
+	c.setLocked(c.now.Add(d))
 }
 
 // Set moves the clock to t, even backwards, and fires the timers that are
@@ -73,12 +75,12 @@ func (c *Clock) Set(t time.Time) {
 func (c *Clock) Step(d time.Duration) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.setLocked(c.Now().Add(d))
+	return c.setLocked(c.now.Add(d))
 }
 
 // setLocked stores t and fires the timers due at t. c.mu must be held.
 func (c *Clock) setLocked(t time.Time) time.Time {
-	c.now.Store(&t)
+	c.now = t
 	kept := c.timers[:0]
 	for _, tm := range c.timers {
 		if tm.at.After(t) {
@@ -100,7 +102,7 @@ func (c *Clock) setLocked(t time.Time) time.Time {
 func (c *Clock) After(d time.Duration) (<-chan time.Time, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.Now()
+	now := c.now
 	ch := make(chan time.Time, 1)
 	if d <= 0 {
 		ch <- now
