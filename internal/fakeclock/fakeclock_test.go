@@ -158,7 +158,85 @@ func TestNoAllocations(t *testing.T) {
 		c.Set(c.Now().Add(time.Second))
 		c.Step(time.Second)
 		_ = c.Elapsed()
+		_ = c.Now()
 	}); n != 0 {
 		t.Fatalf("Now, Advance, Set, Step and Elapsed allocated %v times a run; want 0", n)
+	}
+}
+
+// TestConcurrentSetsReadWhole: readers racing Sets to times near and far
+// (the far ones change how the clock stores the time) read only times that
+// were set, never a mix of two.
+func TestConcurrentSetsReadWhole(t *testing.T) {
+	times := []time.Time{t0, t0.Add(time.Hour), {}, t0.Add(time.Minute), t0.Add(2 * time.Hour), t0.AddDate(500, 0, 0), t0.AddDate(500, 0, 1)}
+	c := fakeclock.New(times[0])
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				now, ok := c.Now(), false
+				for _, x := range times {
+					ok = ok || now == x
+				}
+				if !ok {
+					t.Errorf("Now() = %v; want one of the times set %v", now, times)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 100000 {
+		c.Set(times[i%len(times)])
+	}
+	close(done)
+	wg.Wait()
+}
+
+// TestKeepsTheTimeGiven: Now returns the time given to New or Set as it
+// was, monotonic reading and location included.
+func TestKeepsTheTimeGiven(t *testing.T) {
+	wall := time.Now()
+	c := fakeclock.New(t0)
+	c.Set(wall)
+	if got := c.Now(); got != wall {
+		t.Fatalf("after Set(time.Now()): Now() = %#v; want %#v", got, wall)
+	}
+	c.Advance(time.Second)
+	if got := c.Now(); got != wall.Add(time.Second) {
+		t.Fatalf("after Advance(1s): Now() = %#v; want %#v", got, wall.Add(time.Second))
+	}
+	local := t0.In(time.FixedZone("x", 3600))
+	c.Set(local)
+	if got := c.Now(); got != local {
+		t.Fatalf("after Set in another location: Now() = %v; want %v", got, local)
+	}
+}
+
+// TestAdvanceRacingAfterFires: an Advance racing an After fires the timer
+// if the Advance makes it due, whichever reads the time first.
+func TestAdvanceRacingAfterFires(t *testing.T) {
+	for i := range 5000 {
+		c := fakeclock.New(t0)
+		var ch <-chan time.Time
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); ch, _ = c.After(time.Nanosecond) }()
+		go func() { defer wg.Done(); c.Advance(time.Second) }()
+		wg.Wait()
+		select {
+		case <-ch: // After came first
+		default: // Advance came first: the timer is due a nanosecond later
+			if at, ok := c.Next(); !ok || !at.After(c.Now()) {
+				t.Fatalf("round %d: a timer at +%v (pending: %v) has not fired at +%v", i, at.Sub(t0), ok, c.Elapsed())
+			}
+		}
 	}
 }
