@@ -19,13 +19,13 @@ func TestIdleRowsGoWithinTwoHorizons(t *testing.T) {
 	for i := range 1000 {
 		p.Allow(fmt.Sprint("early-", i)) // every shard passes at 0 s, next due at 1 s
 	}
-	c.Set(500 * time.Millisecond)
+	c.Set(start.Add(500 * time.Millisecond))
 	for i := range 1000 {
 		p.Allow(fmt.Sprint("flood-", i)) // full again at 1.5 s
 	}
-	c.Set(time.Second)
+	c.Set(start.Add(time.Second))
 	p.Len() // the passes at 1 s drop the early keys; the flood is not full yet
-	c.Set(2500 * time.Millisecond)
+	c.Set(start.Add(2500 * time.Millisecond))
 	if n := p.Len(); n != 0 {
 		t.Fatalf("Len() = %d at 2.5 s: no key took since 0.5 s (two horizons)", n)
 	}
@@ -132,17 +132,17 @@ func TestConcurrentReturnsNeverOverPace(t *testing.T) {
 func TestClockSwingNeverFailsOpen(t *testing.T) {
 	p, c := newPaceT(t, 1)
 	p.Allow("warm") // the epoch is the first reading
-	c.Set(200 * 365 * 24 * time.Hour)
+	c.Set(start.Add(200 * 365 * 24 * time.Hour))
 	for p.Allow("k") {
 	}
-	c.Set(-200 * 365 * 24 * time.Hour)
+	c.Set(start.Add(-200 * 365 * 24 * time.Hour))
 	if ok, _ := p.Peek("k"); ok {
 		t.Error("Peek at -200 y on a key spent at +200 y reports that an event fits (the debt overflowed)")
 	}
 	if r := p.Reserve("k"); r.OK() {
 		t.Fatal("Reserve at -200 y admitted")
 	}
-	c.Set(200 * 365 * 24 * time.Hour) // back where the key was spent (both readings clamp to +146 y)
+	c.Set(start.Add(200 * 365 * 24 * time.Hour)) // back where the key was spent (both readings clamp to +146 y)
 	if _, wait := p.Peek("k"); wait != time.Second {
 		t.Errorf("the refused Reserve at -200 y debited the key: the wait at +200 y is %v, was 1s", wait)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // TestDebitPutsTheBucketIntoDebt: events that already happened count even
@@ -12,8 +13,8 @@ import (
 // them, and over time the key's events stay within the pace. Allow, which
 // debits nothing once the bucket is empty, would let the key go on.
 func TestDebitPutsTheBucketIntoDebt(t *testing.T) {
-	now := time.Unix(1e9, 0)
-	p, err := pace.New(1, pace.WithClock(func() time.Time { return now }))
+	clk := fakeclock.New(time.Unix(1e9, 0))
+	p, err := pace.New(1, pace.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,11 +35,11 @@ func TestDebitPutsTheBucketIntoDebt(t *testing.T) {
 	if !p.Allow("other") {
 		t.Fatal("a debt of one key refused another")
 	}
-	now = now.Add(5*time.Second - time.Nanosecond)
+	clk.Advance(5*time.Second - time.Nanosecond)
 	if p.Allow("k") {
 		t.Fatal("admitted before the debt was repaid")
 	}
-	now = now.Add(time.Nanosecond)
+	clk.Advance(time.Nanosecond)
 	if !p.Allow("k") {
 		t.Fatal("refused once the debt was repaid")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 	"github.com/ratepace/pace/storetest"
 )
@@ -555,30 +556,11 @@ func TestFailurePolicyContract(t *testing.T) {
 		})
 	})
 	t.Run("FailClosedFakeClock", func(t *testing.T) {
-		clk := &policyClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		storetest.Run(t, func(t *testing.T) pace.Store {
-			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.now)), pace.FailClosed, 0)
-		}, storetest.WithClock(clk.advance))
+			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0)
+		}, storetest.WithClock(clk.Advance))
 	})
-}
-
-// policyClock is a fake clock that moves only when told, safe for concurrent
-// use.
-type policyClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *policyClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *policyClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // BenchmarkWithFailurePolicy measures what the wrapper adds to a memory

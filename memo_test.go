@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -119,10 +120,8 @@ func TestMemoLoaderErrorNotCached(t *testing.T) {
 }
 
 func TestMemoReloadsAfterTTL(t *testing.T) {
-	now := t0
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	m := newMemo(t, memory.New(memory.WithClock(clock)), time.Minute)
+	clk := fakeclock.New(t0)
+	m := newMemo(t, memory.New(memory.WithClock(clk.Now)), time.Minute)
 	var calls int
 	load := func(context.Context) ([]byte, error) {
 		calls++
@@ -133,11 +132,9 @@ func TestMemoReloadsAfterTTL(t *testing.T) {
 		advance time.Duration
 		want    string
 	}{{0, "v1"}, {59 * time.Second, "v1"}, {time.Second, "v2"}, {30 * time.Second, "v2"}} {
-		mu.Lock()
-		now = now.Add(step.advance)
-		mu.Unlock()
+		clk.Advance(step.advance)
 		if v, err := m.Get(ctx, "k", load); err != nil || string(v) != step.want {
-			t.Fatalf("Get(\"k\") at t0+%v = %q, %v; want %q, nil", now.Sub(t0), v, err, step.want)
+			t.Fatalf("Get(\"k\") at t0+%v = %q, %v; want %q, nil", clk.Elapsed(), v, err, step.want)
 		}
 	}
 }

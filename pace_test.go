@@ -10,23 +10,18 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
-
-// clock is a fake clock safe for concurrent use.
-type clock struct{ ns atomic.Int64 }
 
 var start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func (c *clock) Now() time.Time          { return start.Add(time.Duration(c.ns.Load())) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *clock) Elapsed() time.Duration  { return time.Duration(c.ns.Load()) }
-func (c *clock) Option() pace.Option     { return pace.WithClock(c.Now) }
-func (c *clock) Set(since time.Duration) { c.ns.Store(int64(since)) }
+// newClock returns a fake clock at start.
+func newClock() *fakeclock.Clock { return fakeclock.New(start) }
 
-func newPaceT(t testing.TB, rate float64) (*pace.Pace, *clock) {
+func newPaceT(t testing.TB, rate float64) (*pace.Pace, *fakeclock.Clock) {
 	t.Helper()
-	c := new(clock)
-	p, err := pace.New(rate, c.Option())
+	c := newClock()
+	p, err := pace.New(rate, pace.WithClock(c.Now))
 	if err != nil {
 		t.Fatalf("New(%v) = %v", rate, err)
 	}
@@ -67,7 +62,7 @@ func TestStepScript(t *testing.T) {
 		{time.Hour, true, 3, 0},              // an hour of silence refills one second only
 	}
 	for i, s := range steps {
-		c.Set(s.at)
+		c.Set(start.Add(s.at))
 		r := p.Reserve("k")
 		if r.OK() != s.ok || r.Remaining() != s.remaining || r.RetryAfter() != s.retry {
 			t.Fatalf("step %d at %v: Reserve = ok %v, remaining %d, retry %v; want %v, %d, %v",

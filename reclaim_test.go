@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // reclaimFlood is the size of the floods below. For figures at 200,000 keys:
@@ -17,10 +18,10 @@ var reclaimFlood = flag.Int("flood", 20_000, "keys in the floods of the reclamat
 // row for the longest refill the table had seen: one take of a long-refill
 // shape (100 tokens at one per hour), then a flood of n keys of one-second
 // buckets, on a fresh table. It returns the table and its clock.
-func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *clock) {
+func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *fakeclock.Clock) {
 	t.Helper()
-	c := new(clock)
-	tb := pace.NewBuckets(c.Option())
+	c := newClock()
+	tb := pace.NewBuckets(pace.WithClock(c.Now))
 	if long {
 		slow, err := pace.NewBucket(100, 1.0/3600, 1)
 		if err != nil {

@@ -12,15 +12,16 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 var bg = context.Background()
 
 // newSharedT returns a Shared of rate per second on a spy store, both on one
 // fake clock (the store's and the local tier's).
-func newSharedT(t testing.TB, rate float64, opts ...pace.SharedOption) (*pace.Shared, *spy, *clock) {
+func newSharedT(t testing.TB, rate float64, opts ...pace.SharedOption) (*pace.Shared, *spy, *fakeclock.Clock) {
 	t.Helper()
-	c := new(clock)
+	c := newClock()
 	s := newSpy(c.Now)
 	p, err := pace.NewShared(s, rate, append([]pace.SharedOption{pace.WithSharedClock(c.Now)}, opts...)...)
 	if err != nil {
@@ -157,7 +158,7 @@ func TestSharedStepScript(t *testing.T) {
 		{1250 * time.Millisecond, true, 3, 0, pace.PathStore},
 	}
 	for i, st := range steps {
-		c.Set(st.at)
+		c.Set(start.Add(st.at))
 		r, err := p.Reserve(bg, "k")
 		if err != nil || r.OK() != st.ok || r.Remaining() != st.remaining || r.RetryAfter() != st.retry || r.Path() != st.path {
 			t.Fatalf("step %d at %v: Reserve = ok %v, %d left, retry %v, %v, err %v; want ok %v, %d left, retry %v, %v",
@@ -179,7 +180,7 @@ func TestSharedStepScript(t *testing.T) {
 // another replica emptied the key) is answered locally until its wait has
 // passed, with the wait left, and the key's row goes once it has.
 func TestSharedRefusalIsRemembered(t *testing.T) {
-	c := new(clock)
+	c := newClock()
 	s := newSpy(c.Now)
 	a, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
 	b, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
@@ -277,7 +278,7 @@ func TestSharedShapes(t *testing.T) {
 	admitted := 0
 	for step := range 3001 { // every 40 ms for two minutes
 		now := time.Duration(step) * 40 * time.Millisecond
-		c.Set(now)
+		c.Set(start.Add(now))
 		nextS, waitS, okS := perSec.Take(tatS, now)
 		nextM, waitM, okM := perMin.Take(tatM, now)
 		want := okS && okM
@@ -302,23 +303,23 @@ func TestSharedShapes(t *testing.T) {
 	// minute limit's next take leave that take free.
 	q, s, c := newSharedT(t, 5, pace.WithLimit(20, time.Minute))
 	for i := range 21 { // 5 at once, then one every 200 ms: the minute's 20 and the one it refilled by 3 s
-		c.Set(time.Duration(max(i-4, 0)) * 200 * time.Millisecond)
+		c.Set(start.Add(time.Duration(max(i-4, 0)) * 200 * time.Millisecond))
 		if ok, _ := q.Allow(bg, "k"); !ok {
 			t.Fatalf("take %d at %v refused", i, c.Elapsed())
 		}
 	}
-	c.Set(3400 * time.Millisecond)
+	c.Set(start.Add(3400 * time.Millisecond))
 	if r, _ := q.Reserve(bg, "k"); r.OK() || r.RetryAfter() != 2600*time.Millisecond {
 		t.Fatalf("take at 3.4 s = %v, retry %v; want refused by the minute limit until 6 s", r.OK(), r.RetryAfter())
 	}
-	c.Set(5900 * time.Millisecond)
+	c.Set(start.Add(5900 * time.Millisecond))
 	for range 100 {
 		fresh, _ := pace.NewShared(s, 5, pace.WithLimit(20, time.Minute), pace.WithSharedClock(c.Now))
 		if ok, _ := fresh.Allow(bg, "k"); ok {
 			t.Fatal("a take the minute limit refuses was admitted")
 		}
 	}
-	c.Set(6 * time.Second)
+	c.Set(start.Add(6 * time.Second))
 	fresh, _ := pace.NewShared(s, 5, pace.WithLimit(20, time.Minute), pace.WithSharedClock(c.Now))
 	if ok, _ := fresh.Allow(bg, "k"); !ok {
 		t.Fatal("the minute limit's next take refused: the refusals debited the per-second limit")
@@ -514,9 +515,9 @@ var errDown = errors.New("standin: down")
 // without errors; the store is probed once per timeout; once it answers,
 // decisions go back to it. Without a fallback the error is returned.
 func TestSharedFallback(t *testing.T) {
-	c := new(clock)
+	c := newClock()
 	s := newSpy(c.Now)
-	fb, _ := pace.New(1, c.Option()) // one replica of two at 2/s
+	fb, _ := pace.New(1, pace.WithClock(c.Now)) // one replica of two at 2/s
 	o := newSharedCounts()
 	p, err := pace.NewShared(s, 2, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond), pace.WithSharedObserver(o))
 	if err != nil {
@@ -617,9 +618,9 @@ func TestSharedFallbackTimeout(t *testing.T) {
 // failure, not after the start of that round trip (which would make every
 // decision a probe, each waiting a timeout).
 func TestSharedProbeWindowFromTheFailure(t *testing.T) {
-	c := new(clock)
+	c := newClock()
 	s := newSpy(c.Now)
-	fb, _ := pace.New(10, c.Option())
+	fb, _ := pace.New(10, pace.WithClock(c.Now))
 	p, _ := pace.NewShared(s, 20, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond))
 	var tries atomic.Int64
 	hook := func(ctx context.Context, keys int) error {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // keysInShard returns n distinct keys that hash to shard s of t.
@@ -28,10 +30,9 @@ func keysInShard(t *Buckets, s, n int, prefix string) []string {
 // and the live count must match a recount of the table. A rebuild that lost
 // a racing decision or refund fails it.
 func TestRacesWithRebuildsAreExact(t *testing.T) {
-	var ns atomic.Int64
-	epoch := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clk := fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	const rate = 8
-	p, err := New(rate, WithClock(func() time.Time { return epoch.Add(time.Duration(ns.Load())) }))
+	p, err := New(rate, WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestRacesWithRebuildsAreExact(t *testing.T) {
 				t.Fatalf("phase %d, hot key %d: %d events admitted and kept; want exactly %d", phase, j, got, rate)
 			}
 		}
-		ns.Add(int64(time.Second) + int64(phase%3)*int64(time.Second)/3)
+		clk.Advance(time.Second + time.Duration(phase%3)*time.Second/3)
 	}
 	sh := &p.t.shards[shard]
 	sh.mu.Lock()
@@ -113,15 +114,13 @@ func TestRacesWithRebuildsAreExact(t *testing.T) {
 // zero time.Time and whose later readings are today's saturates Time.Sub; the
 // readings are clamped, so decisions stay decisions.
 func TestSaturatedClockIsNotAllowAll(t *testing.T) {
-	var now atomic.Pointer[time.Time]
-	zero := time.Time{}
-	now.Store(&zero)
-	p, err := New(20, WithClock(func() time.Time { return *now.Load() }))
+	clk := fakeclock.New(time.Time{})
+	p, err := New(20, WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	today := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	now.Store(&today)
+	clk.Set(today)
 	admitted := 0
 	for range 1000 {
 		if p.Allow("k") {

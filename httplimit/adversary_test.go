@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -333,7 +334,7 @@ func forgerAt300(t *testing.T, phase int) (honest, asked int) {
 
 // perClientLimiter returns a Limiter of one Pace limit of perSecond on clk,
 // "per-client", with opts.
-func perClientLimiter(t *testing.T, perSecond float64, clk *clock, opts ...httplimit.LimitOption) *httplimit.Limiter {
+func perClientLimiter(t *testing.T, perSecond float64, clk *fakeclock.Clock, opts ...httplimit.LimitOption) *httplimit.Limiter {
 	t.Helper()
 	l, err := httplimit.NewLimiter([]httplimit.Limit{
 		httplimit.Pace(newPace(t, perSecond, clk), nil, append([]httplimit.LimitOption{httplimit.Name("per-client")}, opts...)...),

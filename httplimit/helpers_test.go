@@ -13,31 +13,15 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
-// clock is a fake clock for pace.WithClock and memory.WithClock: it moves
-// only when told. Safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock returns a fake clock for pace.WithClock and memory.WithClock,
+// at the start of 2026: it moves only when told.
+func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // newPace returns a Pace of perSecond on clk.
-func newPace(t testing.TB, perSecond float64, clk *clock) *pace.Pace {
+func newPace(t testing.TB, perSecond float64, clk *fakeclock.Clock) *pace.Pace {
 	t.Helper()
 	p, err := pace.New(perSecond, pace.WithClock(clk.Now))
 	if err != nil {

@@ -8,11 +8,12 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
 // newShared returns a Shared of perSecond on s, its local tier on clk.
-func newShared(t testing.TB, s pace.Store, perSecond float64, clk *clock, opts ...pace.SharedOption) *pace.Shared {
+func newShared(t testing.TB, s pace.Store, perSecond float64, clk *fakeclock.Clock, opts ...pace.SharedOption) *pace.Shared {
 	t.Helper()
 	p, err := pace.NewShared(s, perSecond, append([]pace.SharedOption{pace.WithSharedClock(clk.Now)}, opts...)...)
 	if err != nil {
@@ -22,7 +23,7 @@ func newShared(t testing.TB, s pace.Store, perSecond float64, clk *clock, opts .
 }
 
 // newMemory returns a memory store on clk.
-func newMemory(t testing.TB, clk *clock) pace.Store {
+func newMemory(t testing.TB, clk *fakeclock.Clock) pace.Store {
 	t.Helper()
 	s := memory.New(memory.WithClock(clk.Now))
 	t.Cleanup(func() { s.Close(context.Background()) })

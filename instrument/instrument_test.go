@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/instrument"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 	"github.com/ratepace/pace/storetest"
 )
@@ -115,21 +116,6 @@ func (s fakeStore) Refund(ctx context.Context, key string, shapes []pace.Bucket,
 
 func (s fakeStore) Delete(ctx context.Context, key string) error { return s.check(key) }
 func (fakeStore) Close(ctx context.Context) error                { return nil }
-
-// stepClock is a fake clock that moves by step at every reading, so that a
-// call timed by two readings lasts exactly step.
-type stepClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration
-}
-
-func (c *stepClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(c.step)
-	return c.t
-}
 
 // captureRegisterer registers on a real registry and keeps what it
 // registered, so that a test can hand the collector to testutil.
@@ -338,8 +324,9 @@ pace_store_operation_duration_seconds_count{op="close"} 1
 
 func TestWrapCounts(t *testing.T) {
 	reg := newCapture()
-	clock := &stepClock{step: 250 * time.Millisecond}
-	s := mustWrap(t, fakeStore{}, reg, instrument.WithClock(clock.now), instrument.WithBuckets([]float64{0.1, 0.5}))
+	clock := fakeclock.New(time.Time{})
+	step := func() time.Time { return clock.Step(250 * time.Millisecond) } // a call timed by two readings lasts 250 ms
+	s := mustWrap(t, fakeStore{}, reg, instrument.WithClock(step), instrument.WithBuckets([]float64{0.1, 0.5}))
 	c := reg.one(t)
 	script(s)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(wantOperations), "pace_store_operations_total"); err != nil {
@@ -359,7 +346,7 @@ func TestWrapCounts(t *testing.T) {
 // contract does not allow.
 type slowStore struct {
 	fakeStore
-	clock *fixedClock
+	clock *fakeclock.Clock
 }
 
 func (s slowStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
@@ -367,7 +354,7 @@ func (s slowStore) TokenBucket(ctx context.Context, key string, capacity, refill
 	if err != nil {
 		return false, 0, fmt.Errorf("a misbehaving backend: %w", pace.ErrNotFound)
 	}
-	s.clock.add(d)
+	s.clock.Advance(d)
 	return true, 0, nil
 }
 
@@ -376,9 +363,9 @@ func (slowStore) Close(ctx context.Context) error {
 }
 
 func TestWrapLatency(t *testing.T) {
-	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
 	reg := newCapture()
-	s := mustWrap(t, slowStore{clock: clock}, reg, instrument.WithClock(clock.now), instrument.WithBuckets([]float64{0.1, 0.5}))
+	s := mustWrap(t, slowStore{clock: clock}, reg, instrument.WithClock(clock.Now), instrument.WithBuckets([]float64{0.1, 0.5}))
 	for _, d := range []string{"30ms", "100ms", "600ms", "0s"} {
 		s.TokenBucket(context.Background(), d, 10, 1, 1)
 	}
@@ -409,7 +396,7 @@ pace_store_operation_duration_seconds_count{op="OP"} 0
 // error rather than being lost or panicking.
 func TestWrapUnexpectedError(t *testing.T) {
 	reg := newCapture()
-	s := mustWrap(t, slowStore{clock: &fixedClock{}}, reg)
+	s := mustWrap(t, slowStore{clock: fakeclock.New(time.Time{})}, reg)
 	s.TokenBucket(context.Background(), "not a duration", 10, 1, 1)
 	s.Close(context.Background())
 	s.Close(context.Background())
@@ -447,12 +434,12 @@ func TestWrapContract(t *testing.T) {
 // policy over an instrumented memory store, on a fake clock, and checks that
 // the metrics saw the suite's calls and that no failure was decided.
 func TestStackContract(t *testing.T) {
-	clk := &fixedClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var regs []*prometheus.Registry // one per store: the suite makes many
 	storetest.Run(t, func(t *testing.T) pace.Store {
 		reg := prometheus.NewPedanticRegistry()
 		regs = append(regs, reg)
-		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.now)), reg)
+		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.Now)), reg)
 		if err != nil {
 			t.Fatalf("Wrap: %v", err)
 		}
@@ -465,7 +452,7 @@ func TestStackContract(t *testing.T) {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
 		return s
-	}, storetest.WithClock(clk.add))
+	}, storetest.WithClock(clk.Advance))
 	if len(regs) == 0 {
 		t.Fatal("the suite made no store")
 	}
@@ -705,28 +692,10 @@ func nan() float64 {
 	return zero / zero
 }
 
-// fixedClock is a fake clock that stands still until moved.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fixedClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fixedClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestNewPace(t *testing.T) {
 	reg := newCapture()
-	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
-	p, err := instrument.NewPace(2, reg, pace.WithClock(clock.now))
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
+	p, err := instrument.NewPace(2, reg, pace.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

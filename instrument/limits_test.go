@@ -15,18 +15,19 @@ import (
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/instrument"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // TestLimits counts every outcome of a Middleware's decisions, per limit
 // name, with every series present from registration.
 func TestLimits(t *testing.T) {
 	reg := newCapture()
-	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
-	perIP, err := pace.New(3, pace.WithClock(clock.now))
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
+	perIP, err := pace.New(3, pace.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perClient, err := pace.New(1, pace.WithClock(clock.now))
+	perClient, err := pace.New(1, pace.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

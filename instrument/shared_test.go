@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/instrument"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -38,13 +39,13 @@ func (s *downable) TakeMany(ctx context.Context, keys []string, shapes []pace.Bu
 
 func TestNewShared(t *testing.T) {
 	reg := newCapture()
-	clock := &fixedClock{t: time.Unix(1_000_000, 0)}
-	s := &downable{Store: memory.New(memory.WithClock(clock.now))}
-	fb, err := pace.New(1, pace.WithClock(clock.now))
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
+	s := &downable{Store: memory.New(memory.WithClock(clock.Now))}
+	fb, err := pace.New(1, pace.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := instrument.NewShared(s, 2, reg, pace.WithSharedClock(clock.now), pace.WithFallback(fb, time.Second))
+	p, err := instrument.NewShared(s, 2, reg, pace.WithSharedClock(clock.Now), pace.WithFallback(fb, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

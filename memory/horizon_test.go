@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
 // floodAfterSlowRows gives key "slow" an hour-long slot, burst slot and
 // value, then floods every namespace but the buckets with n keys whose rows
 // live one second.
-func floodAfterSlowRows(t *testing.T, n int) (*memory.Store, *fakeClock) {
+func floodAfterSlowRows(t *testing.T, n int) (*memory.Store, *fakeclock.Clock) {
 	t.Helper()
 	clk := newFakeClock()
 	s := memory.New(memory.WithClock(clk.Now))

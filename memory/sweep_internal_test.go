@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // TestPermanentValuesAreNotSweptOnEveryCall: a namespace's horizon was the
@@ -14,15 +16,15 @@ import (
 // shard scanned it (690 µs a Get among 64,000 values, against 0.4 µs). The
 // next pass must be at least a second away.
 func TestPermanentValuesAreNotSweptOnEveryCall(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New(WithClock(func() time.Time { return now }))
+	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := New(WithClock(clk.Now))
 	ctx := context.Background()
 	for i := range 1000 {
 		if err := s.Set(ctx, fmt.Sprintf("v-%d", i), []byte("v"), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	now = now.Add(time.Millisecond) // every shard's pass is due: run them
+	clk.Advance(time.Millisecond) // every shard's pass is due: run them
 	if got := s.Len(); got != 1000 {
 		t.Fatalf("Len() = %d; want 1000 values that never expire", got)
 	}
@@ -31,8 +33,8 @@ func TestPermanentValuesAreNotSweptOnEveryCall(t *testing.T) {
 		sh.mu.Lock()
 		next, has := sh.values.nextSweep, sh.values.m != nil
 		sh.mu.Unlock()
-		if has && next.Sub(now) < minSweepPeriod {
-			t.Fatalf("shard %d: next pass over its values %v after the last; want at least %v", i, next.Sub(now), minSweepPeriod)
+		if has && next.Sub(clk.Now()) < minSweepPeriod {
+			t.Fatalf("shard %d: next pass over its values %v after the last; want at least %v", i, next.Sub(clk.Now()), minSweepPeriod)
 		}
 	}
 }

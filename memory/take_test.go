@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -87,7 +88,7 @@ func TestTakeClockOutOfRange(t *testing.T) {
 		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
 	} {
-		s := memory.New(memory.WithClock(func() time.Time { return at }))
+		s := memory.New(memory.WithClock(fakeclock.New(at).Now))
 		year := mustShape(t, 2, 1.0/(365*24*3600), 1)
 		for i, want := range []bool{true, true, false} {
 			g := mustTake(t, s, "k", year)

@@ -5,27 +5,21 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
-
-// stepClock is a Clock that moves only when told to; the code that uses
-// it never calls Wait, so After is never used.
-type stepClock struct{ now time.Time }
-
-func (c *stepClock) Now() time.Time { return c.now }
-
-func (c *stepClock) After(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
 
 // busyPacer returns a Pacer that has observed n of its own calls, one every
 // window/n, the last at c's time: the window (an hour) holds n of its
 // calls and as many of the others'. report is what every response says.
-func busyPacer(c *stepClock, n int) (p *Pacer, report Signal) {
+func busyPacer(c *fakeclock.Clock, n int) (p *Pacer, report Signal) {
 	const window = time.Hour
 	p = New(WithClock(c), WithSeed(1), WithWindow(window))
 	report = Signal{Limit: int64(4 * n), Used: int64(2 * n), HasUsed: true}
 	step := window / time.Duration(n)
-	c.now = c.now.Add(-window)
+	c.Advance(-window)
 	for i := 0; i < n; i++ {
-		c.now = c.now.Add(step)
+		c.Advance(step)
 		p.Observe(report)
 	}
 	return p, report
@@ -41,7 +35,7 @@ func BenchmarkReserveObserve(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			c := &stepClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+			c := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			p, report := busyPacer(c, n)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
@@ -49,7 +43,7 @@ func BenchmarkReserveObserve(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				c.now = c.now.Add(step)
+				c.Advance(step)
 				p.Reserve()
 				p.Observe(report)
 			}
@@ -71,13 +65,13 @@ func BenchmarkReserveObserve(b *testing.B) {
 func TestMemoryDoesNotGrowWithCallsInWindow(t *testing.T) {
 	const window = 24 * time.Hour
 	for _, observe := range []bool{true, false} {
-		c := &stepClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+		c := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 		p := New(WithClock(c), WithSeed(1), WithWindow(window))
 		report := Signal{Limit: 1 << 30, Used: 1 << 20, HasUsed: true, Window: window}
 		p.Observe(report)
 		call := func() {
 			// A caller that keeps to its slots, one second apart at least.
-			c.now = c.now.Add(time.Second + p.Reserve())
+			c.Advance(time.Second + p.Reserve())
 			if observe {
 				p.Observe(report)
 			}

@@ -3,6 +3,8 @@ package pacer
 import (
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // TestOwnCallsGoneBoundTheWindow: a lone client of a server that sends a
@@ -12,15 +14,15 @@ import (
 // call (a window longer than the default) moves nothing.
 func TestOwnCallsGoneBoundTheWindow(t *testing.T) {
 	run := func(window time.Duration) time.Duration {
-		c := &manualClock{now: ownT0}
+		c := fakeclock.New(ownT0)
 		p := New(WithClock(c), WithSeed(1))
 		var sent []time.Time
 		for i := 0; i < 120; i++ {
-			c.now = c.now.Add(p.Reserve() + 400*time.Millisecond)
-			sent = append(sent, c.now)
+			c.Advance(p.Reserve() + 400*time.Millisecond)
+			sent = append(sent, c.Now())
 			used := int64(0)
 			for _, s := range sent {
-				if c.now.Sub(s) < window {
+				if c.Now().Sub(s) < window {
 					used++
 				}
 			}
@@ -38,16 +40,6 @@ func TestOwnCallsGoneBoundTheWindow(t *testing.T) {
 	}
 }
 
-type manualClock struct{ now time.Time }
-
-func (c *manualClock) Now() time.Time { return c.now }
-
-func (c *manualClock) After(d time.Duration) (<-chan time.Time, func()) {
-	ch := make(chan time.Time, 1)
-	ch <- c.now.Add(d)
-	return ch, func() {}
-}
-
 // TestLowCountAtCeilingShortensWindow: clients of a token bucket of 20
 // refilled over 2 s, pacing at the default minute, keep it nearly full:
 // its count stays at 0 or 1 and its time to full reads under half a
@@ -56,12 +48,12 @@ func (c *manualClock) After(d time.Duration) (<-chan time.Time, func()) {
 // client calling at its ceiling with the count below its own calls halves
 // the window, at most once a quarter window.
 func TestLowCountAtCeilingShortensWindow(t *testing.T) {
-	c := &manualClock{now: ownT0}
+	c := fakeclock.New(ownT0)
 	p := New(WithClock(c), WithSeed(1))
 	// Others' calls in the first count: a shared key, no idle burst.
 	p.Observe(Signal{Limit: 20, Remaining: 17, HasRemaining: true, Reset: 300 * time.Millisecond})
 	for i := 0; i < 40; i++ {
-		c.now = c.now.Add(p.Reserve() + 10*time.Millisecond)
+		c.Advance(p.Reserve() + 10*time.Millisecond)
 		p.Observe(Signal{Limit: 20, Remaining: 19, HasRemaining: true, Reset: 100 * time.Millisecond})
 	}
 	p.mu.Lock()

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/pacer"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func newPacer(c *fakeClock, opts ...pacer.Option) *pacer.Pacer {
+func newPacer(c *fakeclock.Clock, opts ...pacer.Option) *pacer.Pacer {
 	return pacer.New(append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(1)}, opts...)...)
 }
 
@@ -96,7 +97,7 @@ func TestLimitChangeScalesRate(t *testing.T) {
 
 // drive makes calls as a greedy client would for d, reporting report()
 // after each, and returns the last gap.
-func drive(c *fakeClock, p *pacer.Pacer, d time.Duration, report func() pacer.Signal) time.Duration {
+func drive(c *fakeclock.Clock, p *pacer.Pacer, d time.Duration, report func() pacer.Signal) time.Duration {
 	end := c.Now().Add(d)
 	var g time.Duration
 	for c.Now().Before(end) {
@@ -204,7 +205,7 @@ func TestWaitReturnsWhenSlotComes(t *testing.T) {
 	p.Observe(pacer.Signal{RetryAfter: 5 * time.Second, Throttled: true})
 	done := make(chan error, 1)
 	go func() { done <- p.Wait(context.Background()) }()
-	<-c.added
+	<-c.Started()
 	select {
 	case err := <-done:
 		t.Fatalf("Wait returned %v before the clock moved", err)
@@ -223,7 +224,7 @@ func TestWaitReturnsContextErrorPromptly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Wait(ctx) }()
-	<-c.added // Wait is now blocked on the clock
+	<-c.Started() // Wait is now blocked on the clock
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait() after cancel = %v; want context.Canceled", err)
@@ -250,7 +251,7 @@ func TestWaitFailsFastBeforeDeadline(t *testing.T) {
 	if !errors.Is(err, pacer.ErrWouldExceedDeadline) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait() with a deadline before the slot = %v; want ErrWouldExceedDeadline and DeadlineExceeded", err)
 	}
-	if len(c.added) != 0 {
+	if len(c.Started()) != 0 {
 		t.Fatalf("Wait() started a timer; want it to fail without waiting")
 	}
 }
@@ -263,7 +264,7 @@ func TestCancelledWaitGivesSlotBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Wait(ctx) }()
-	<-c.added
+	<-c.Started()
 	cancel()
 	<-done
 	c2 := newFakeClock(t0)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/pacer"
 )
 
@@ -23,8 +24,8 @@ func waitQueued(t *testing.T, p *pacer.Pacer, n int) {
 }
 
 // settle returns once the head of the queue has set its timer (the other
-// callers wait for their turn, not for the clock), and drains c.added.
-func settle(t *testing.T, c *fakeClock) {
+// callers wait for their turn, not for the clock), and drains c.Started().
+func settle(t *testing.T, c *fakeclock.Clock) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, ok := c.Next(); !ok; _, ok = c.Next() {
@@ -33,13 +34,13 @@ func settle(t *testing.T, c *fakeClock) {
 		}
 		runtime.Gosched()
 	}
-	for len(c.added) > 0 {
-		<-c.added
+	for len(c.Started()) > 0 {
+		<-c.Started()
 	}
 }
 
 // waitTimer returns once the earliest timer set on c is at want.
-func waitTimer(t *testing.T, c *fakeClock, want time.Time) {
+func waitTimer(t *testing.T, c *fakeclock.Clock, want time.Time) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -55,7 +56,7 @@ func waitTimer(t *testing.T, c *fakeClock, want time.Time) {
 }
 
 // advanceToNext moves c to the earliest timer not yet fired, firing it.
-func advanceToNext(t *testing.T, c *fakeClock) {
+func advanceToNext(t *testing.T, c *fakeclock.Clock) {
 	t.Helper()
 	at, ok := c.Next()
 	if !ok {
@@ -68,7 +69,7 @@ func advanceToNext(t *testing.T, c *fakeClock) {
 // they queue in that order), each with its own context, and returns their
 // cancel functions and the channel on which each reports its result and
 // when (on c) it came.
-func startWaits(t *testing.T, c *fakeClock, p *pacer.Pacer, n int) ([]context.CancelFunc, chan waitResult) {
+func startWaits(t *testing.T, c *fakeclock.Clock, p *pacer.Pacer, n int) ([]context.CancelFunc, chan waitResult) {
 	t.Helper()
 	done := make(chan waitResult, n)
 	cancels := make([]context.CancelFunc, n)
@@ -94,7 +95,7 @@ type waitResult struct {
 
 // goWait starts caller i of p.Wait, which reports to done, and returns
 // the cancel function of its context.
-func goWait(c *fakeClock, p *pacer.Pacer, i int, done chan<- waitResult) context.CancelFunc {
+func goWait(c *fakeclock.Clock, p *pacer.Pacer, i int, done chan<- waitResult) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		err := p.Wait(ctx)
@@ -140,7 +141,7 @@ func TestRetryAfterHoldsCallersAlreadyWaiting(t *testing.T) {
 		select {
 		case r := <-done:
 			record(r)
-		case <-c.added:
+		case <-c.Started():
 			for pacer.Queued(p)+len(went) < n {
 				record(<-done)
 			}
@@ -188,7 +189,7 @@ func TestRetryAfterBeyondDeadlineFailsWaitingCaller(t *testing.T) {
 
 // twins returns two pacers in the same state, each on its own clock: one
 // for the story under test, one for what would have happened without it.
-func twins(opts ...pacer.Option) (c, qc *fakeClock, p, q *pacer.Pacer) {
+func twins(opts ...pacer.Option) (c, qc *fakeclock.Clock, p, q *pacer.Pacer) {
 	c, qc = newFakeClock(t0), newFakeClock(t0)
 	p, q = newPacer(c, opts...), newPacer(qc, opts...)
 	for _, x := range []*pacer.Pacer{p, q} {

@@ -164,16 +164,16 @@ func differentialBurst(t *testing.T, seed uint64, nkeys int, back bool, steps in
 			i = r.IntN(nkeys)
 		}
 		k := keys[i]
-		c.add(randomStep(r, back))
+		c.Advance(randomStep(r, back))
 		// Now and then land exactly on an edge of the key's state, where
 		// a < instead of a <= would show.
 		if st := model[k]; st != nil && r.IntN(6) == 0 {
 			edges := []time.Time{st.Expires, st.ReclaimAt(), st.Expires.Add(-1)}
-			if e := edges[r.IntN(len(edges))]; e.UnixNano() > c.now() {
-				c.set(e.UnixNano())
+			if e := edges[r.IntN(len(edges))]; e.UnixNano() > c.Now().UnixNano() {
+				c.Set(e)
 			}
 		}
-		now := c.time()
+		now := c.Now()
 		if r.IntN(10) == 0 {
 			shapes[i] = randomBurstShape(r)
 		}
@@ -265,13 +265,13 @@ func differentialBucket(t *testing.T, seed uint64, nkeys, steps int) {
 		switch n := r.IntN(10); {
 		case n < 4:
 		case n < 7:
-			c.add(time.Duration(r.Int64N(int64(time.Millisecond))))
+			c.Advance(time.Duration(r.Int64N(int64(time.Millisecond))))
 		case n < 9:
-			c.add(time.Duration(r.Int64N(int64(2 * time.Second))))
+			c.Advance(time.Duration(r.Int64N(int64(2 * time.Second))))
 		default:
-			c.add(time.Duration(r.Int64N(int64(time.Minute))))
+			c.Advance(time.Duration(r.Int64N(int64(time.Minute))))
 		}
-		now := time.Duration(c.now())
+		now := time.Duration(c.Now().UnixNano())
 		i := r.IntN(nkeys)
 		k := fmt.Sprintf("bucket-%d-%d", seed, i)
 		capacity, rate, cost := randomBucket(r)

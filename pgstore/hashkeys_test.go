@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/ratepace/pace/storetest"
 )
@@ -22,15 +23,14 @@ const testSecret = "0123456789abcdef0123456789abcdef"
 func TestContractHashedKeys(t *testing.T) {
 	pool := testPool(t)
 	schema := testSchema(t, pool)
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	storetest.Run(t, func(t *testing.T) pace.Store {
 		s, err := New(context.Background(), pool, WithSchema(schema), WithHashedKeys([]byte(testSecret)))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		return withClock(s, &c)
-	}, storetest.WithClock(func(d time.Duration) { c.add(d) }))
+		return withClock(s, c)
+	}, storetest.WithClock(c.Advance))
 }
 
 // TestHashedKeysHideClientIDs writes a client id in all five namespaces

@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // defaultURL is where the tests look for PostgreSQL unless PACE_POSTGRES_URL
@@ -143,23 +144,19 @@ func newTestStore(t testing.TB, pool *pgxpool.Pool, opts ...Option) (*Store, str
 	return s, schema
 }
 
-// fakeClock is a test clock in nanoseconds since the Unix epoch, passed to
-// the SQL functions as p_now in place of the database clock.
-type fakeClock struct{ ns atomic.Int64 }
-
-func (c *fakeClock) now() int64               { return c.ns.Load() }
-func (c *fakeClock) add(d time.Duration)      { c.ns.Add(int64(d)) }
-func (c *fakeClock) set(ns int64)             { c.ns.Store(ns) }
-func (c *fakeClock) time() time.Time          { return time.Unix(0, c.ns.Load()) }
-func withClock(s *Store, c *fakeClock) *Store { s.now = c.now; return s }
+// withClock makes s read c, in nanoseconds since the Unix epoch, passed
+// to the SQL functions as p_now in place of the database clock.
+func withClock(s *Store, c *fakeclock.Clock) *Store {
+	s.now = func() int64 { return c.Now().UnixNano() }
+	return s
+}
 
 // newClockedStore returns a Store in a fresh schema on pool whose clock is
 // the fake clock it also returns, set to start (nanoseconds since the Unix
 // epoch).
-func newClockedStore(t testing.TB, pool *pgxpool.Pool, start int64, opts ...Option) (*Store, string, *fakeClock) {
+func newClockedStore(t testing.TB, pool *pgxpool.Pool, start int64, opts ...Option) (*Store, string, *fakeclock.Clock) {
 	t.Helper()
-	c := new(fakeClock)
-	c.set(start)
+	c := fakeclock.New(time.Unix(0, start))
 	s, schema := newTestStore(t, pool, opts...)
 	return withClock(s, c), schema, c
 }

@@ -319,23 +319,23 @@ func TestSlotsWithClock(t *testing.T) {
 		t.Helper()
 		ok, n, err := s.AcquireSlot(ctx, "k", 2, 10*time.Second)
 		if err != nil || ok != want || n != wantN {
-			t.Fatalf("at %v AcquireSlot(k, 2, 10s) = %v, %d, %v; want %v, %d, nil", c.time().Sub(time.Unix(0, t0)), ok, n, err, want, wantN)
+			t.Fatalf("at %v AcquireSlot(k, 2, 10s) = %v, %d, %v; want %v, %d, nil", c.Now().Sub(time.Unix(0, t0)), ok, n, err, want, wantN)
 		}
 	}
 	acquire(true, 1)
 	acquire(true, 2)
 	acquire(false, 2)
-	c.add(9 * time.Second)
+	c.Advance(9 * time.Second)
 	if err := s.RefreshSlot(ctx, "k", 10*time.Second); err != nil { // now expires at 19s
 		t.Fatal(err)
 	}
-	c.add(9 * time.Second) // 18s: still live
+	c.Advance(9 * time.Second) // 18s: still live
 	acquire(false, 2)
 	if err := s.ReleaseSlot(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
 	acquire(true, 2) // expires at 28s
-	c.add(10 * time.Second)
+	c.Advance(10 * time.Second)
 	// Expired: a refresh does not resurrect it, and it counts as zero.
 	if err := s.RefreshSlot(ctx, "k", time.Hour); err != nil {
 		t.Fatal(err)
@@ -372,15 +372,15 @@ func TestValuesWithClock(t *testing.T) {
 	if err != nil || v == nil || len(v) != 0 {
 		t.Fatalf("Get(forever) = %#v, %v; want empty non-nil value", v, err)
 	}
-	c.add(time.Second - 1)
+	c.Advance(time.Second - 1)
 	if v, err := s.Get(ctx, "ttl"); err != nil || string(v) != "a" {
 		t.Fatalf("Get(ttl) before expiry = %q, %v", v, err)
 	}
-	c.add(1)
+	c.Advance(1)
 	if _, err := s.Get(ctx, "ttl"); !errors.Is(err, pace.ErrNotFound) {
 		t.Fatalf("Get(ttl) at expiry = %v, want ErrNotFound", err)
 	}
-	c.add(100 * 365 * 24 * time.Hour)
+	c.Advance(100 * 365 * 24 * time.Hour)
 	for _, k := range []string{"forever", "huge"} {
 		if _, err := s.Get(ctx, k); err != nil {
 			t.Fatalf("Get(%s) a century later = %v", k, err)
@@ -491,7 +491,7 @@ func TestBoundedGrowth(t *testing.T) {
 		if g, err := s.Take(ctx, k, fiftyPerSecond); !g.OK || err != nil {
 			t.Fatalf("Take = %+v, %v", g, err)
 		}
-		c.add(time.Millisecond)
+		c.Advance(time.Millisecond)
 		if i%50 == 49 {
 			for _, table := range tables {
 				maxRows[table] = max(maxRows[table], countRows(t, pool, schema, table))
@@ -507,7 +507,7 @@ func TestBoundedGrowth(t *testing.T) {
 		}
 	}
 	// Sweep clears what is left once everything has expired.
-	c.add(time.Hour)
+	c.Advance(time.Hour)
 	n, err := s.Sweep(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -527,7 +527,7 @@ func TestNoSweep(t *testing.T) {
 		if _, _, err := s.TokenBucket(ctx, string(rune('a'+i)), 1, 1000, 1); err != nil {
 			t.Fatal(err)
 		}
-		c.add(time.Second)
+		c.Advance(time.Second)
 	}
 	if n := countRows(t, pool, schema, "buckets"); n != 10 {
 		t.Fatalf("buckets rows without sweep = %d, want 10", n)
@@ -602,7 +602,7 @@ func TestHotKeyKeepsIndexesSmall(t *testing.T) {
 		if _, _, err := s.AcquireSlot(ctx, "hot", 1<<40, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		c.add(5 * time.Millisecond)
+		c.Advance(5 * time.Millisecond)
 	}
 	for _, rel := range []string{"buckets", "buckets_sweep_at", "buckets_pkey", "slots", "slots_sweep_at", "slots_pkey"} {
 		var size int64

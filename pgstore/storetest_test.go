@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/storetest"
 )
 
@@ -35,13 +36,12 @@ func TestContractFakeClock(t *testing.T) {
 	if _, err := New(context.Background(), pool, WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	var c fakeClock
-	c.set(t0)
+	c := fakeclock.New(time.Unix(0, t0))
 	storetest.Run(t, func(t *testing.T) pace.Store {
 		s, err := New(context.Background(), pool, WithSchema(schema))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		return withClock(s, &c)
-	}, storetest.WithClock(func(d time.Duration) { c.add(d) }))
+		return withClock(s, c)
+	}, storetest.WithClock(c.Advance))
 }

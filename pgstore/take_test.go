@@ -56,7 +56,7 @@ func TestDifferentialTake(t *testing.T) {
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			s, schema, c := newClockedStore(t, testPool(t), t0)
-			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.now()) }, c.add,
+			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.Now().UnixNano()) }, c.Advance,
 				func(k string) *takemodel.State { return readTake(t, s, schema, k) })
 			takemodel.RequireSeen(t, seen, takemodel.Situations...)
 		})

@@ -12,24 +12,21 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/redis/go-redis/v9"
 )
 
-// fakeClock is the test's now, handed to the scripts through withClock. It
-// starts an hour after the real time and only moves forward (or back a
-// little), so that no key's expiry (set from this clock, in absolute
-// milliseconds) can fire on the server's real clock during a test: the
-// scripts' own view of the state is then the only thing that decides, and
-// the Go reference sees the same states.
-type fakeClock struct{ now time.Time }
-
-func newFakeClock() *fakeClock {
+// newFakeClock returns the test's clock, handed to the scripts through
+// withClock. It starts an hour after the real time and only moves forward
+// (or back a little), so that no key's expiry (set from this clock, in
+// absolute milliseconds) can fire on the server's real clock during a
+// test: the scripts' own view of the state is then the only thing that
+// decides, and the Go reference sees the same states.
+func newFakeClock() *fakeclock.Clock {
 	// Round(0) strips the monotonic reading; the nanosecond remainder keeps
 	// now off the microsecond grid of TIME, to exercise the nanoseconds.
-	return &fakeClock{now: time.Now().Add(time.Hour).Round(0).Add(123)}
+	return fakeclock.New(time.Now().Add(time.Hour).Round(0).Add(123))
 }
-
-func (c *fakeClock) Now() time.Time { return c.now }
 
 // step returns a random clock step: mostly small, sometimes hours, days or
 // years (long enough to take the script's path for intervals above 2^53 ns),
@@ -165,8 +162,8 @@ func TestBurstMatchesReference(t *testing.T) {
 	seen := map[string]int{}
 	const steps = 3000
 	for i := range steps {
-		clock.now = clock.now.Add(step(r))
-		now := clock.now
+		clock.Advance(step(r))
+		now := clock.Now()
 		k := keys[r.IntN(len(keys))]
 		st := model[k]
 		if st != nil && !now.Before(st.ReclaimAt()) {
@@ -277,13 +274,13 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 	for i := range 3000 {
 		switch r.IntN(3) {
 		case 0:
-			clock.now = clock.now.Add(time.Duration(r.Int64N(int64(time.Microsecond))))
+			clock.Advance(time.Duration(r.Int64N(int64(time.Microsecond))))
 		case 1:
-			clock.now = clock.now.Add(time.Duration(r.Int64N(int64(time.Second))))
+			clock.Advance(time.Duration(r.Int64N(int64(time.Second))))
 		default:
-			clock.now = clock.now.Add(step(r))
+			clock.Advance(step(r))
 		}
-		now := time.Duration(clock.now.UnixNano())
+		now := time.Duration(clock.Now().UnixNano())
 		k := keys[r.IntN(len(keys))]
 		sh := shapes[r.IntN(len(shapes))]
 		switch r.IntN(8) {

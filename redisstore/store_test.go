@@ -70,8 +70,8 @@ func TestContractCluster(t *testing.T) {
 		clock := newFakeClock()
 		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)), withClock(clock.Now))
 		seen := takemodel.Scenario(t, s, testSeed(t), 500, true,
-			func() time.Duration { return time.Duration(clock.now.UnixNano()) },
-			func(d time.Duration) { clock.now = clock.now.Add(d) },
+			func() time.Duration { return time.Duration(clock.Now().UnixNano()) },
+			clock.Advance,
 			func(k string) *takemodel.State { return storedTake(t, c, s.keys.key(k, nsTake)) })
 		takemodel.RequireSeen(t, seen, "taken", "refused", "TakeMany", "refund: exact", "refund: reordered")
 	})

@@ -44,8 +44,8 @@ func TestTakeMatchesReference(t *testing.T) {
 	s, c := newTestStore(t, withClock(clock.Now))
 	seed := testSeed(t)
 	seen := takemodel.Scenario(t, s, seed, 2000, true,
-		func() time.Duration { return time.Duration(clock.now.UnixNano()) },
-		func(d time.Duration) { clock.now = clock.now.Add(d) },
+		func() time.Duration { return time.Duration(clock.Now().UnixNano()) },
+		clock.Advance,
 		func(k string) *takemodel.State {
 			key := s.keys.key(k, nsTake)
 			st := storedTake(t, c, key)

@@ -17,11 +17,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/memory"
 )
@@ -86,25 +86,19 @@ func (r *recorder) Run(name string, f func(t tb)) bool {
 	return !c.failed
 }
 
-// fakeClock is a clock that moves only when told, safe for concurrent use.
-type fakeClock struct{ ns atomic.Int64 }
-
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func (c *fakeClock) Now() time.Time          { return epoch.Add(time.Duration(c.ns.Load())) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // runRecorded runs the suite on the stores newStore makes from one fake
 // clock, and returns the failures by subtest.
-func runRecorded(newStore func(clk *fakeClock) pace.Store) map[string][]string {
-	clk := new(fakeClock)
+func runRecorded(newStore func(clk *fakeclock.Clock) pace.Store) map[string][]string {
+	clk := fakeclock.New(epoch)
 	f := &failures{msgs: make(map[string][]string)}
 	run(&recorder{name: "root", failures: f}, func(tb) pace.Store { return newStore(clk) }, WithClock(clk.Advance))
 	return f.msgs
 }
 
 func TestSuitePassesMemoryStore(t *testing.T) {
-	got := runRecorded(func(clk *fakeClock) pace.Store { return memory.New(memory.WithClock(clk.Now)) })
+	got := runRecorded(func(clk *fakeclock.Clock) pace.Store { return memory.New(memory.WithClock(clk.Now)) })
 	for name, msgs := range got {
 		t.Errorf("%s failed on the memory store: %s", name, strings.Join(msgs, "; "))
 	}
@@ -137,88 +131,88 @@ type mutant struct {
 	name     string
 	bug      string
 	caughtBy string // the subtest that must fail
-	store    func(clk *fakeClock) pace.Store
+	store    func(clk *fakeclock.Clock) pace.Store
 }
 
-func mem(clk *fakeClock) *memory.Store { return memory.New(memory.WithClock(clk.Now)) }
+func mem(clk *fakeclock.Clock) *memory.Store { return memory.New(memory.WithClock(clk.Now)) }
 
 var mutants = []mutant{
 	{"ExtraToken", "TokenBucket admits one token more than the capacity", "TokenBucketAdmitsCapacity",
-		func(clk *fakeClock) pace.Store { return extraToken{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return extraToken{mem(clk)} }},
 	{"IgnoresCost", "TokenBucket debits one token whatever the cost", "TokenBucketCost",
-		func(clk *fakeClock) pace.Store { return ignoresCost{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return ignoresCost{mem(clk)} }},
 	{"RetryAfterZero", "TokenBucket reports retryAfter 0 on a refusal", "TokenBucketRetryAfter",
-		func(clk *fakeClock) pace.Store { return retryAfterZero{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return retryAfterZero{mem(clk)} }},
 	{"AcceptsZeroLimit", "AcquireSlot treats a limit below 1 as 1", "AcquireSlotInvalidArguments",
-		func(clk *fakeClock) pace.Store { return acceptsZeroLimit{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return acceptsZeroLimit{mem(clk)} }},
 	{"ReleaseDoesNothing", "ReleaseSlot does nothing", "AcquireSlotLimit",
-		func(clk *fakeClock) pace.Store { return releaseNoop{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return releaseNoop{mem(clk)} }},
 	{"RejectionIncrements", "a rejected AcquireSlot still increments the counter", "AcquireSlotRejectionLeavesCounter",
-		func(clk *fakeClock) pace.Store { return rejectionIncrements{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return rejectionIncrements{mem(clk)} }},
 	{"NoCeiling", "AcquireSlotBurst admits past the ceiling", "AcquireSlotBurstCeiling",
-		func(clk *fakeClock) pace.Store { return noCeiling{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return noCeiling{mem(clk)} }},
 	{"BudgetNeverDrains", "elapsed time is never charged, so the burst budget never drains", "AcquireSlotBurstBudgetExhausted",
-		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{noCharge: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{noCharge: true}) }},
 	{"ExpiryLaundersBudget", "an expired burst slot starts again with a full budget", "AcquireSlotBurstExpiryKeepsDebt",
-		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{launder: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{launder: true}) }},
 	{"ReleaseDoesNotCharge", "ReleaseSlotBurst decrements without charging the time at the old count", "ReleaseSlotBurstChargesTime",
-		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{releaseNoCharge: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{releaseNoCharge: true}) }},
 	{"RefreshResurrects", "RefreshSlotBurst extends an expired slot, bringing its holders back", "RefreshSlotBurstNoResurrection",
-		func(clk *fakeClock) pace.Store { return newBurstMutant(clk, burstBugs{refreshResurrects: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{refreshResurrects: true}) }},
 	{"MissingTTL", "Set ignores its TTL", "SetTTLExpires",
-		func(clk *fakeClock) pace.Store { return missingTTL{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return missingTTL{mem(clk)} }},
 	{"GetAliases", "Get returns the same slice to every caller", "GetReturnsCopy",
-		func(clk *fakeClock) pace.Store { return newAliasing(mem(clk), false) }},
+		func(clk *fakeclock.Clock) pace.Store { return newAliasing(mem(clk), false) }},
 	{"SetAliases", "Set keeps the caller's slice", "GetReturnsCopy",
-		func(clk *fakeClock) pace.Store { return newAliasing(mem(clk), true) }},
+		func(clk *fakeclock.Clock) pace.Store { return newAliasing(mem(clk), true) }},
 	{"NilErrorOnMissingKey", "Get returns nil, nil for an absent key", "GetNotFound",
-		func(clk *fakeClock) pace.Store { return nilOnMissing{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return nilOnMissing{mem(clk)} }},
 	{"SlotNamespacesCollide", "plain slots are kept as burst slots under the same key", "NamespacesSeparate",
-		func(clk *fakeClock) pace.Store { return collide{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return collide{mem(clk)} }},
 	{"DeleteKeepsBuckets", "Delete leaves the token bucket in place", "DeleteClearsAllNamespaces",
-		func(clk *fakeClock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
 	{"RefundOverRefunds", "a refund gives back a whole interval of every shape, whatever has refilled", "RefundLateGivesOnlyItsOwnPart",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{overRefund: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{overRefund: true}) }},
 	{"RefundIgnoresReorders", "a refund treats every receipt as intact, whatever was given back out of order since", "RefundNeverOverPace",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{ignoreReorders: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{ignoreReorders: true}) }},
 	{"RefundNeverIntact", "a refund treats every receipt as no longer intact", "RefundLateGivesOnlyItsOwnPart",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{neverIntact: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{neverIntact: true}) }},
 	{"RefundMemoWithoutGen", "the memo of the latest reordering refund ignores Gen, so another take with the same At and Reserved gives nothing", "RefundAtOnceIsExact",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{memoWithoutGen: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{memoWithoutGen: true}) }},
 	{"TakeDebitsOnRefusal", "a take refused by one shape debits the shapes that would have admitted it", "TakeSeveralShapesAllOrNothing",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{debitOnRefusal: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{debitOnRefusal: true}) }},
 	{"TakeFirstShapeOnly", "only the first shape decides and is debited", "TakeSeveralShapesAdmitWhatAllAllow",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeOnly: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeOnly: true}) }},
 	{"RemainingPlusOne", "Remaining counts the take just made as still there", "TakeReportsGrant",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{remainingPlusOne: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{remainingPlusOne: true}) }},
 	{"RemainingOfLoosestShape", "Remaining is that of the shape with the most left", "TakeReportsGrant",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{loosestRemaining: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{loosestRemaining: true}) }},
 	{"RetryAfterShortest", "RetryAfter is the shortest wait of the shapes that refuse", "TakeReportsGrant",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{shortestRetry: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{shortestRetry: true}) }},
 	{"ResetOfFirstShape", "Reset is the first shape's", "TakeReportsGrant",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeReset: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeReset: true}) }},
 	{"TakeManyMixesKeys", "TakeMany writes the grants in the reverse order of the keys", "TakeManyEqualsTake",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{manyMixesKeys: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{manyMixesKeys: true}) }},
 	{"RefundOutlivesDelete", "a refund of a take made before Delete gives back to the key made since", "RefundAfterDeleteGivesNothing",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{refundsOldKeys: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{refundsOldKeys: true}) }},
 	{"DeleteKeepsTakes", "Delete leaves the Take rows", "DeleteClearsAllNamespaces",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{deleteKeepsTakes: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{deleteKeepsTakes: true}) }},
 	{"ZeroReceiptRefunds", "a refund of the zero Receipt gives back one interval", "RefundZeroReceipt",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{zeroRefunds: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{zeroRefunds: true}) }},
 	{"TakeNotAtomic", "a take reads and writes its key under two separate locks", "ConcurrentTake",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{racyTake: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{racyTake: true}) }},
 	{"TakeAcceptsZeroBucket", "the zero Bucket is taken as a shape", "TakeInvalidArguments",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{zeroBucketOK: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{zeroBucketOK: true}) }},
 	{"ReceiptInMicroseconds", "receipt times are microseconds", "TakeReceiptTimes",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
 	{"TakeIgnoresClose", "Take, TakeMany and Refund work after Close", "Close",
-		func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
+		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
 	{"DeleteLosesRace", "Delete gives up when a take changes the bucket while it runs", "ConcurrentDeleteTokenBucket",
-		func(clk *fakeClock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
 	{"CloseDoesNothing", "Close does nothing", "Close",
-		func(clk *fakeClock) pace.Store { return closeNoop{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return closeNoop{mem(clk)} }},
 	{"IgnoresContext", "a canceled context is ignored", "ContextCanceled",
-		func(clk *fakeClock) pace.Store { return ignoresContext{mem(clk)} }},
+		func(clk *fakeclock.Clock) pace.Store { return ignoresContext{mem(clk)} }},
 }
 
 type extraToken struct{ pace.Store }
@@ -412,7 +406,7 @@ func (s ignoresContext) TokenBucket(_ context.Context, key string, capacity, rat
 // and one bug, and everything else in a memory store.
 type burstMutant struct {
 	pace.Store
-	clk  *fakeClock
+	clk  *fakeclock.Clock
 	bugs burstBugs
 
 	mu    sync.Mutex
@@ -426,7 +420,7 @@ type burstBugs struct {
 	refreshResurrects bool // a refresh extends without assessing
 }
 
-func newBurstMutant(clk *fakeClock, bugs burstBugs) *burstMutant {
+func newBurstMutant(clk *fakeclock.Clock, bugs burstBugs) *burstMutant {
 	return &burstMutant{Store: mem(clk), clk: clk, bugs: bugs, slots: make(map[string]*pace.BurstSlotState)}
 }
 
@@ -525,7 +519,7 @@ func (s *burstMutant) Delete(ctx context.Context, key string) error {
 // everything else in a memory store.
 type takeMutant struct {
 	pace.Store
-	clk  *fakeClock
+	clk  *fakeclock.Clock
 	bugs takeBugs
 
 	mu   sync.Mutex
@@ -560,7 +554,7 @@ type takeModelRow struct {
 	memo      pace.Receipt // At, Gen and Reserved[0] of the latest reordering refund
 }
 
-func newTakeMutant(clk *fakeClock, bugs takeBugs) *takeMutant {
+func newTakeMutant(clk *fakeclock.Clock, bugs takeBugs) *takeMutant {
 	return &takeMutant{Store: mem(clk), clk: clk, bugs: bugs, rows: make(map[string]*takeModelRow)}
 }
 
@@ -770,7 +764,7 @@ func (s *takeMutant) Delete(ctx context.Context, key string) error {
 // TestSuitePassesTakeModel runs the suite on the Take model of the mutants
 // without a bug: what fails on a mutant fails for its bug.
 func TestSuitePassesTakeModel(t *testing.T) {
-	got := runRecorded(func(clk *fakeClock) pace.Store { return newTakeMutant(clk, takeBugs{}) })
+	got := runRecorded(func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{}) })
 	for name, msgs := range got {
 		t.Errorf("%s failed on the Take model without a bug: %s", name, strings.Join(msgs, "; "))
 	}
