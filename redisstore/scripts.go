@@ -33,7 +33,7 @@ local function now(i)
   return tonumber(t[1]), tonumber(t[2]) * 1000
 end
 local function pxat(s, n)
-  return string.format('%.0f', s * 1000 + math.ceil(n / 1e6))
+  return string.format('%d', s * 1000 + math.ceil(n / 1e6))
 end
 `
 

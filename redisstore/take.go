@@ -67,8 +67,12 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 4+4*len(shapes))
-	args = append(args, len(shapes))
+	script, args := takeScript, make([]any, 0, 4+4*len(shapes))
+	if len(shapes) == 1 {
+		script = takeOneScript
+	} else {
+		args = append(args, len(shapes))
+	}
 	for _, b := range shapes {
 		is, in := split(b.Interval())
 		ts, tn := split(b.Tolerance())
@@ -79,8 +83,8 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	batches := s.batches(keys)
 	if len(batches) == 1 {
 		b := &batches[0]
-		b.cmd = takeScript.Run(ctx, s.client, b.keys, args...)
-	} else if err := s.pipeline(ctx, takeScript, batches, args); err != nil {
+		b.cmd = script.Run(ctx, s.client, b.keys, args...)
+	} else if err := s.pipeline(ctx, script, batches, args); err != nil {
 		return failed(op, err)
 	}
 	for _, b := range batches {
@@ -150,7 +154,8 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBat
 	return nil
 }
 
-// readTakes turns the reply of one call of takeScript into grants.
+// readTakes turns the reply of one call of takeScript or takeOneScript
+// into grants.
 func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 	res, err := b.cmd.Int64Slice()
 	if err != nil {

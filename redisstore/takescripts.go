@@ -136,6 +136,85 @@ end
 return out
 `)
 
+// takeOneScript is takeScript for a single shape, the common case (what
+// pace.Shared uses unless given more shapes), written for the server's time:
+// the state is unpacked into named locals rather than a table, and only
+// the carry step is a helper. A key that also holds arrival times of other
+// shapes (its shapes changed) takes the general path, as in takeScript:
+// they are kept, and count for when the key is full.
+//
+// ARGV: interval (s, ns), tolerance (s, ns), the gen of a key created by
+// this call, then [now (s, ns)]. Returns what takeScript returns for n = 1.
+var takeOneScript = redis.NewScript(luaClock + `
+-- carry brings the nanoseconds of (s, ns), with ns in (-1e9, 2e9), into
+-- [0, 1e9).
+local function carry(s, ns)
+  if ns >= 1e9 then return s + 1, ns - 1e9 end
+  if ns < 0 then return s - 1, ns + 1e9 end
+  return s, ns
+end
+
+local interval_s, interval_ns = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tolerance_s, tolerance_ns = tonumber(ARGV[3]), tonumber(ARGV[4])
+local new_gen = tonumber(ARGV[5])
+local now_s, now_ns = now(6)
+
+local out = {now_s, now_ns}
+for k = 1, #KEYS do
+  local key = KEYS[k]
+  local v = redis.call('GET', key)
+  local gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns
+  local st -- the state as one flat array, when the key holds other shapes too
+  local live = false
+  if v and #v == 72 then
+    gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns =
+      struct.unpack('<ddddddddd', v)
+    live = now_s < tat_s or (now_s == tat_s and now_ns < tat_ns)
+  elseif v then
+    local count = #v / 8
+    st = {struct.unpack('<' .. string.rep('d', count), v)}
+    st[count + 1] = nil -- unpack's next position
+    for i = 8, count, 2 do
+      live = live or now_s < st[i] or (now_s == st[i] and now_ns < st[i + 1])
+    end
+    gen, tat_s, tat_ns = st[1], st[8], st[9]
+  end
+  if not live then -- absent or full: a fresh key
+    st, gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns =
+      nil, new_gen, new_gen, 0, 0, 0, 0, 0, now_s, now_ns
+  end
+  local at = #out
+  out[at + 1], out[at + 2], out[at + 3], out[at + 4] = 0, gen, tat_s, tat_ns
+
+  -- pace.Bucket.Take
+  local base_s, base_ns = tat_s, tat_ns
+  if tat_s < now_s or (tat_s == now_s and tat_ns < now_ns) then base_s, base_ns = now_s, now_ns end
+  local debt_s, debt_ns = carry(base_s - now_s + interval_s, base_ns - now_ns + interval_ns)
+  if not (tolerance_s < debt_s or (tolerance_s == debt_s and tolerance_ns < debt_ns)) then
+    out[at + 1] = 1
+    local next_s, next_ns = carry(base_s + interval_s, base_ns + interval_ns)
+    local last_s, last_ns = next_s, next_ns -- when the key is full again
+    local packed
+    if st then
+      st[8], st[9] = next_s, next_ns
+      for i = 10, #st, 2 do
+        if last_s < st[i] or (last_s == st[i] and last_ns < st[i + 1]) then last_s, last_ns = st[i], st[i + 1] end
+      end
+      packed = struct.pack('<' .. string.rep('d', #st), unpack(st))
+    else
+      packed = struct.pack('<ddddddddd', gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen,
+        next_s, next_ns)
+    end
+    if now_s < last_s or (now_s == last_s and now_ns < last_ns) then
+      redis.call('SET', key, packed, 'PXAT', pxat(last_s, last_ns))
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+return out
+`)
+
 // refundScript is pace.RefundAll of one receipt on the state at KEYS[1],
 // with the rule of pace.Buckets: the refund is intact while the key's gen
 // still equals the receipt's; one that reorders raises the gen and is
