@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -67,18 +69,20 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	if len(keys) == 0 {
 		return nil
 	}
-	script, args := takeScript, make([]any, 0, 4+4*len(shapes))
+	script, args := takeOneScript, make([]any, 0, 4+4*len(shapes))
 	if len(shapes) == 1 {
-		script = takeOneScript
+		args = append(args, packOne(shapes[0], storekit.NewGen()))
 	} else {
+		script = takeScript
 		args = append(args, len(shapes))
+		for _, b := range shapes {
+			is, in := split(b.Interval())
+			ts, tn := split(b.Tolerance())
+			args = append(args, is, in, ts, tn)
+		}
+		args = append(args, storekit.NewGen())
 	}
-	for _, b := range shapes {
-		is, in := split(b.Interval())
-		ts, tn := split(b.Tolerance())
-		args = append(args, is, in, ts, tn)
-	}
-	args = s.withNow(append(args, storekit.NewGen())...)
+	args = s.withNow(args...)
 
 	batches := s.batches(keys)
 	if len(batches) == 1 {
@@ -93,6 +97,19 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 		}
 	}
 	return nil
+}
+
+// packOne returns the argument of takeOneScript: b's interval and
+// tolerance, each as (seconds, nanoseconds), and gen, as five little-endian
+// doubles, all integers below 2^53 and so exact.
+func packOne(b pace.Bucket, gen uint64) string {
+	is, in := split(b.Interval())
+	ts, tn := split(b.Tolerance())
+	var packed [40]byte
+	for i, v := range [5]float64{float64(is), float64(in), float64(ts), float64(tn), float64(gen)} {
+		binary.LittleEndian.PutUint64(packed[8*i:], math.Float64bits(v))
+	}
+	return string(packed[:])
 }
 
 // batches splits keys into script calls: on a single server, runs of up to
