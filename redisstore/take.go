@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -67,20 +69,26 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 4+4*len(shapes))
-	args = append(args, len(shapes))
-	for _, b := range shapes {
-		is, in := split(b.Interval())
-		ts, tn := split(b.Tolerance())
-		args = append(args, is, in, ts, tn)
+	script, args := takeOneScript, make([]any, 0, 4+4*len(shapes))
+	if len(shapes) == 1 {
+		args = append(args, packOne(shapes[0], storekit.NewGen()))
+	} else {
+		script = takeScript
+		args = append(args, len(shapes))
+		for _, b := range shapes {
+			is, in := split(b.Interval())
+			ts, tn := split(b.Tolerance())
+			args = append(args, is, in, ts, tn)
+		}
+		args = append(args, storekit.NewGen())
 	}
-	args = s.withNow(append(args, storekit.NewGen())...)
+	args = s.withNow(args...)
 
 	batches := s.batches(keys)
 	if len(batches) == 1 {
 		b := &batches[0]
-		b.cmd = takeScript.Run(ctx, s.client, b.keys, args...)
-	} else if err := s.pipeline(ctx, takeScript, batches, args); err != nil {
+		b.cmd = script.Run(ctx, s.client, b.keys, args...)
+	} else if err := s.pipeline(ctx, script, batches, args); err != nil {
 		return failed(op, err)
 	}
 	for _, b := range batches {
@@ -89,6 +97,19 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 		}
 	}
 	return nil
+}
+
+// packOne returns the argument of takeOneScript: b's interval and
+// tolerance, each as (seconds, nanoseconds), and gen, as five little-endian
+// doubles, all integers below 2^53 and so exact.
+func packOne(b pace.Bucket, gen uint64) string {
+	is, in := split(b.Interval())
+	ts, tn := split(b.Tolerance())
+	var packed [40]byte
+	for i, v := range [5]float64{float64(is), float64(in), float64(ts), float64(tn), float64(gen)} {
+		binary.LittleEndian.PutUint64(packed[8*i:], math.Float64bits(v))
+	}
+	return string(packed[:])
 }
 
 // batches splits keys into script calls: on a single server, runs of up to
@@ -150,7 +171,8 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBat
 	return nil
 }
 
-// readTakes turns the reply of one call of takeScript into grants.
+// readTakes turns the reply of one call of takeScript or takeOneScript
+// into grants.
 func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 	res, err := b.cmd.Int64Slice()
 	if err != nil {

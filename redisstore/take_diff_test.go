@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
@@ -57,4 +58,39 @@ func TestTakeMatchesReference(t *testing.T) {
 			return st
 		})
 	takemodel.RequireSeen(t, seen, append(takemodel.Situations, "refused, wait of 2^53 ns or more")...)
+}
+
+// TestTakeFreeOnFullKeyClockBack replays the sequence a random scenario
+// once found: a free take on a full key (which keeps nothing, so the script
+// deletes the key) and then a clock stepped back to before the key's
+// earlier state was full. The script and the reference must agree that the
+// key is absent, and admit the next free take alike.
+func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
+	clock := newFakeClock()
+	s, c := newTestStore(t, withClock(clock.Now))
+	ctx := context.Background()
+	slow, free := mustBucket(t, 10, 1, 1), mustBucket(t, 100, 1e6, 0)
+	var m takemodel.Model
+	step := func(what string, shapes []pace.Bucket) {
+		t.Helper()
+		g, err := s.Take(ctx, "k", shapes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Take("k", shapes, time.Duration(clock.now.UnixNano()), g.Receipt.Gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g != want || !g.OK {
+			t.Fatalf("%s = %+v; reference %+v, both want OK", what, g, want)
+		}
+	}
+	step("Take(slow)", []pace.Bucket{slow})
+	clock.now = clock.now.Add(2 * time.Second) // full again
+	step("Take(free) on the full key", []pace.Bucket{free})
+	if st := storedTake(t, c, s.keys.key("k", nsTake)); st != nil {
+		t.Fatalf("after a free take on a full key the server holds %+v; want no key", *st)
+	}
+	clock.now = clock.now.Add(-1500 * time.Millisecond)
+	step("Take(free) after the clock stepped back", []pace.Bucket{free})
 }

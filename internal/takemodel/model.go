@@ -6,7 +6,8 @@
 // key, plus the rules a store adds around them:
 //
 //   - a key whose every arrival time is not after now is full, and full is
-//     absent: a take on it starts afresh, a refund leaves it alone;
+//     absent: a take on it starts afresh (and forgets the full state, even
+//     when the take keeps nothing), a refund leaves it alone;
 //   - a key created by a take starts its reorder count at a number (born)
 //     that differs from every count the key had before (the store draws it;
 //     the model is told it, and checks it is new), so that the receipts of
@@ -113,7 +114,11 @@ func (m *Model) Take(key string, shapes []pace.Bucket, now time.Duration, fresh 
 	g.Receipt = pace.Receipt{At: now, Gen: st.Gen, Reserved: next}
 	st.write(next[:n])
 	if !st.Live(now) {
-		return g, nil // nothing to keep: a created key stays absent
+		// Nothing to keep (a free take on a full key): the key is absent,
+		// and so is the life it had before it was full, which a clock
+		// stepped back must not revive.
+		delete(m.keys, key)
+		return g, nil
 	}
 	if created {
 		if m.gens[key][fresh] {
