@@ -77,7 +77,7 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := m.Take("k", shapes, time.Duration(clock.now.UnixNano()), g.Receipt.Gen)
+		want, err := m.Take("k", shapes, time.Duration(clock.Now().UnixNano()), g.Receipt.Gen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,11 +86,11 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 		}
 	}
 	step("Take(slow)", []pace.Bucket{slow})
-	clock.now = clock.now.Add(2 * time.Second) // full again
+	clock.Advance(2 * time.Second) // full again
 	step("Take(free) on the full key", []pace.Bucket{free})
 	if st := storedTake(t, c, s.keys.key("k", nsTake)); st != nil {
 		t.Fatalf("after a free take on a full key the server holds %+v; want no key", *st)
 	}
-	clock.now = clock.now.Add(-1500 * time.Millisecond)
+	clock.Advance(-1500 * time.Millisecond)
 	step("Take(free) after the clock stepped back", []pace.Bucket{free})
 }
