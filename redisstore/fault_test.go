@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/progress"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,7 +85,7 @@ func TestFaults(t *testing.T) {
 	s := mustNew(t, c)
 
 	var stats loadStats
-	tick := make(chan struct{}, 1)
+	tick := progress.New()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -117,10 +118,7 @@ func TestFaults(t *testing.T) {
 					t.Errorf("worker %d: call %d failed with %v; want a backend error", w, i, err)
 				}
 				stats.record(start, d, err)
-				select {
-				case tick <- struct{}{}:
-				default:
-				}
+				tick.Notify()
 			}
 		}()
 	}
@@ -132,15 +130,9 @@ func TestFaults(t *testing.T) {
 	// waitFor blocks until cond holds, woken by the workers' calls.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		limit := time.NewTimer(phaseLimit)
-		defer limit.Stop()
-		for !cond() {
-			select {
-			case <-tick:
-			case <-limit.C:
-				t.Fatalf("%s: not reached within %v (ok %d, failed %d)", what, phaseLimit, stats.ok.Load(), stats.failed.Load())
-			}
-		}
+		tick.WaitFor(t, phaseLimit, what, cond, func() string {
+			return fmt.Sprintf("ok %d, failed %d", stats.ok.Load(), stats.failed.Load())
+		})
 	}
 	phase := func(name string) {
 		t.Helper()

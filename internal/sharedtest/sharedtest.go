@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/progress"
 )
 
 // Backend is a store under test.
@@ -333,7 +334,7 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 		firstErr  atomic.Value
 		restarted atomic.Bool
 		stop      = make(chan struct{})
-		tick      = make(chan struct{}, 1)
+		tick      = progress.New()
 		wg        sync.WaitGroup
 	)
 	for g := range 2 * keys {
@@ -368,10 +369,7 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 						st.storeAfterRestart.Add(1)
 					}
 				}
-				select {
-				case tick <- struct{}{}:
-				default:
-				}
+				tick.Notify()
 			}
 		}()
 	}
@@ -381,16 +379,10 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 	}()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		limit := time.NewTimer(30 * time.Second)
-		defer limit.Stop()
-		for !cond() {
-			select {
-			case <-tick:
-			case <-limit.C:
-				t.Fatalf("%s: not reached in 30 s (decisions by store %d, local %d, fallback %d; errors %d)", what,
-					byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
-			}
-		}
+		tick.WaitFor(t, 30*time.Second, what, cond, func() string {
+			return fmt.Sprintf("decisions by store %d, local %d, fallback %d; errors %d",
+				byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
+		})
 	}
 	waitFor("store decisions", func() bool { return byPath[pace.PathStore].Load() >= 200 })
 	kill()
