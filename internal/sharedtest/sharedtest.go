@@ -333,23 +333,14 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 		errs      atomic.Int64
 		firstErr  atomic.Value
 		restarted atomic.Bool
-		stop      = make(chan struct{})
-		tick      = progress.New()
-		wg        sync.WaitGroup
+		load      = progress.New()
 	)
 	for g := range 2 * keys {
 		k := g % keys
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		load.Go(func() {
 			key := "key" + strconv.Itoa(k)
 			st := &stats[k]
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !load.Stopping() {
 				asked := time.Now().UnixNano()
 				r, err := p.Reserve(ctx, key)
 				if err != nil {
@@ -369,17 +360,14 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 						st.storeAfterRestart.Add(1)
 					}
 				}
-				tick.Notify()
+				load.Notify()
 			}
-		}()
+		})
 	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer load.Stop()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		tick.WaitFor(t, 30*time.Second, what, cond, func() string {
+		load.WaitFor(t, 30*time.Second, what, cond, func() string {
 			return fmt.Sprintf("decisions by store %d, local %d, fallback %d; errors %d",
 				byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
 		})
