@@ -1,12 +1,13 @@
-// Package benchkit is the harness the benchmarks of pace's packages share:
-// distinct keys, serial and parallel runs of one decision per operation,
-// and the check, after the timer stops, that every decision took the path
-// the benchmark's name says.
+// Package benchkit is the harness the benchmarks and memory tests of pace's
+// packages share: distinct keys, serial and parallel runs of one decision
+// per operation, the check, after the timer stops, that every decision took
+// the path the benchmark's name says, and the live heap.
 package benchkit
 
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -27,6 +28,17 @@ func Keys(tb testing.TB, n int) []string {
 		tb.Fatalf("benchkit.Keys(%d): %d distinct keys", n, len(seen))
 	}
 	return keys
+}
+
+// Heap returns the live heap in bytes (runtime.MemStats.HeapAlloc) after
+// two full collections, the second one freeing what the first one's
+// finalizers released.
+func Heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 // Decide makes decision i and reports whether it admitted. It is called
