@@ -2,10 +2,10 @@ package pace_test
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 )
 
 // Rates are chosen so that each path is the one its name says.
@@ -32,20 +32,6 @@ func admitRate(_ *testing.B, n int) float64 {
 // out keys never seen before.
 const floodKeys = 1_000_000
 
-// benchKeys returns n distinct keys of 10 bytes.
-func benchKeys(n int) []string {
-	keys := make([]string, n)
-	seen := make(map[string]bool, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%09d", i)
-		seen[keys[i]] = true
-	}
-	if len(seen) != n {
-		panic("benchKeys: duplicate keys")
-	}
-	return keys
-}
-
 func newPace(b *testing.B, rate float64) *pace.Pace {
 	b.Helper()
 	p, err := pace.New(rate)
@@ -60,7 +46,6 @@ func newPace(b *testing.B, rate float64) *pace.Pace {
 type flood struct {
 	keys  []string
 	paces []*pace.Pace
-	next  atomic.Int64
 }
 
 func newFlood(b *testing.B, keys []string, rate float64) *flood {
@@ -92,17 +77,15 @@ func reserveReturn(p *pace.Pace, key string) bool {
 // run benchmarks do over n keys, serial and parallel, and checks that the
 // number of admitted decisions is the one wanted (all or none).
 func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, wantAll bool) {
-	keys := benchKeys(n)
-	check := func(b *testing.B, admitted int64) {
-		want := int64(0)
-		if wantAll {
-			want = int64(b.N)
-		}
-		if admitted != want {
-			b.Fatalf("admitted %d of %d decisions; want %d: the benchmark measures the wrong path", admitted, b.N, want)
-		}
+	keys := benchkit.Keys(b, n)
+	if n >= floodKeys && wantAll {
+		benchkit.Run(b, 0, func(b *testing.B) benchkit.Decide {
+			f := newFlood(b, keys, rateOf(b, n))
+			return func(i int) bool { return do(f.at(i)) }
+		}, true)
+		return
 	}
-	fixed := func(b *testing.B) *pace.Pace {
+	benchkit.Run(b, n, func(b *testing.B) benchkit.Decide {
 		p := newPace(b, rateOf(b, n))
 		for _, k := range keys {
 			p.Allow(k) // create every row; at the refuse rate this spends it
@@ -110,73 +93,8 @@ func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, w
 		if !wantAll && p.Len() != n {
 			b.Fatalf("Len() = %d after spending %d keys", p.Len(), n)
 		}
-		return p
-	}
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		var admitted int64
-		if n >= floodKeys && wantAll {
-			f := newFlood(b, keys, rateOf(b, n))
-			b.ResetTimer()
-			for i := range b.N {
-				p, k := f.at(i)
-				if do(p, k) {
-					admitted++
-				}
-			}
-		} else {
-			p := fixed(b)
-			b.ResetTimer()
-			for i, j := 0, 0; i < b.N; i++ {
-				if do(p, keys[j]) {
-					admitted++
-				}
-				if j++; j == n {
-					j = 0
-				}
-			}
-		}
-		b.StopTimer()
-		check(b, admitted)
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		var admitted atomic.Int64
-		if n >= floodKeys && wantAll {
-			f := newFlood(b, keys, rateOf(b, n))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				local := int64(0)
-				for pb.Next() {
-					p, k := f.at(int(f.next.Add(1) - 1))
-					if do(p, k) {
-						local++
-					}
-				}
-				admitted.Add(local)
-			})
-		} else {
-			p := fixed(b)
-			var start atomic.Int64
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(start.Add(7919)) // each goroutine walks the keys from its own place
-				local := int64(0)
-				for pb.Next() {
-					i++
-					if i >= n {
-						i -= n * (i / n)
-					}
-					if do(p, keys[i]) {
-						local++
-					}
-				}
-				admitted.Add(local)
-			})
-		}
-		b.StopTimer()
-		check(b, admitted.Load())
-	})
+		return func(i int) bool { return do(p, keys[i]) }
+	}, wantAll)
 }
 
 func BenchmarkReserve(b *testing.B) {

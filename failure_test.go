@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 	"github.com/ratepace/pace/storetest"
@@ -567,10 +568,7 @@ func TestFailurePolicyContract(t *testing.T) {
 // store's TokenBucket, without a timeout and with one (which allocates a
 // context and a timer per call).
 func BenchmarkWithFailurePolicy(b *testing.B) {
-	keys := make([]string, 10000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("client-%d", i)
-	}
+	keys := benchkit.Keys(b, 10000)
 	for _, tc := range []struct {
 		name    string
 		wrap    bool
@@ -580,42 +578,17 @@ func BenchmarkWithFailurePolicy(b *testing.B) {
 		{"timeout=0", true, 0},
 		{"timeout=50ms", true, 50 * time.Millisecond},
 	} {
-		newStore := func(b *testing.B) pace.Store {
-			var s pace.Store = memory.New()
-			if tc.wrap {
-				var err error
-				if s, err = pace.WithFailurePolicy(s, pace.FailClosed, tc.timeout); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.Cleanup(func() { s.Close(context.Background()) })
-			return s
-		}
-		b.Run(tc.name+"/serial", func(b *testing.B) {
-			s := newStore(b)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if _, _, err := s.TokenBucket(ctx, keys[i%len(keys)], 1e9, 1e9, 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(tc.name+"/parallel", func(b *testing.B) {
-			s := newStore(b)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					if _, _, err := s.TokenBucket(ctx, keys[i%len(keys)], 1e9, 1e9, 1); err != nil {
-						b.Error(err)
-						return
+		b.Run(tc.name, func(b *testing.B) {
+			benchkit.TokenBucket(b, keys, func(b *testing.B) pace.Store {
+				var s pace.Store = memory.New()
+				if tc.wrap {
+					var err error
+					if s, err = pace.WithFailurePolicy(s, pace.FailClosed, tc.timeout); err != nil {
+						b.Fatal(err)
 					}
-					i++
 				}
+				b.Cleanup(func() { s.Close(context.Background()) })
+				return s
 			})
 		})
 	}

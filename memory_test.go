@@ -6,18 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratepace/pace/internal/benchkit"
 )
 
 const million = 1_000_000
-
-// heap returns the live heap after a full collection.
-func heap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
 
 // key returns the i-th key of 10 bytes, built fresh so the test holds none.
 func key(i int) string {
@@ -34,7 +27,7 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func TestMemoryReturnedLeavesNothing(t *testing.T) {
 	p, _ := newPaceT(t, 20)
-	before := heap()
+	before := benchkit.Heap()
 	for i := range million {
 		r := p.Reserve(key(i))
 		if !r.OK() {
@@ -45,7 +38,7 @@ func TestMemoryReturnedLeavesNothing(t *testing.T) {
 	if p.Len() != 0 {
 		t.Fatalf("Len() = %d after a million reservations returned; want 0", p.Len())
 	}
-	after := heap()
+	after := benchkit.Heap()
 	grown := int64(after) - int64(before)
 	t.Logf("heap %.2f MiB before, %.2f MiB after a million returned reservations", mib(before), mib(after))
 	if grown > 4<<20 {
@@ -56,7 +49,7 @@ func TestMemoryReturnedLeavesNothing(t *testing.T) {
 
 func TestMemoryKeptKeysComeBack(t *testing.T) {
 	p, c := newPaceT(t, 20)
-	before := heap()
+	before := benchkit.Heap()
 	for i := range million {
 		if !p.Allow(key(i)) {
 			t.Fatalf("new key %d refused", i)
@@ -65,7 +58,7 @@ func TestMemoryKeptKeysComeBack(t *testing.T) {
 	if p.Len() != million {
 		t.Fatalf("Len() = %d; want %d live rows", p.Len(), million)
 	}
-	peak := heap()
+	peak := benchkit.Heap()
 	perKey := float64(peak-before) / million
 	t.Logf("a million live 10-byte keys: %.2f MiB, %.1f bytes per key", mib(peak-before), perKey)
 	if perKey > 64 {
@@ -80,7 +73,7 @@ func TestMemoryKeptKeysComeBack(t *testing.T) {
 	if p.Len() > 1000 {
 		t.Fatalf("Len() = %d one horizon after the flood; want small", p.Len())
 	}
-	after := heap()
+	after := benchkit.Heap()
 	t.Logf("after one horizon: Len() = %d, heap %.2f MiB over the baseline (peak %.2f MiB)", p.Len(), mib(after-min(after, before)), mib(peak-before))
 	if after > before && after-before > (peak-before)/10 {
 		t.Fatalf("heap %.2f MiB over the baseline one horizon after the flood; want below 10%% of the peak %.2f MiB",
@@ -91,7 +84,7 @@ func TestMemoryKeptKeysComeBack(t *testing.T) {
 
 func TestKeysDoNotPinCallerBuffers(t *testing.T) {
 	p, _ := newPaceT(t, 20)
-	before := heap()
+	before := benchkit.Heap()
 	const big = 64 << 20
 	for i := range 4 {
 		s := strings.Repeat(strconv.Itoa(i), big) // a large request body, say
@@ -99,7 +92,7 @@ func TestKeysDoNotPinCallerBuffers(t *testing.T) {
 			t.Fatal("refused")
 		}
 	}
-	after := heap()
+	after := benchkit.Heap()
 	if after > before+big/2 {
 		t.Fatalf("heap %.2f MiB over the baseline with four short keys cut from 64 MiB strings: the strings are pinned", mib(after-before))
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -34,84 +34,21 @@ const (
 
 var keyCounts = []int{1, 10_000}
 
-// benchKeys returns n distinct keys of 10 bytes.
-func benchKeys(b *testing.B, n int) []string {
-	keys := make([]string, n)
-	seen := make(map[string]bool, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%09d", i)
-		seen[keys[i]] = true
-	}
-	if len(seen) != n {
-		b.Fatalf("benchKeys(%d): %d distinct keys", n, len(seen))
-	}
-	return keys
-}
-
 // decide is one decision on key; it reports admission.
 type decide func(b *testing.B, key string) bool
 
-// bench runs do over keys serially and in parallel, after prepare has been
-// called on every key, and fails unless every decision admitted (wantAdmit)
-// or none did.
-func bench(b *testing.B, keys []string, setup func(b *testing.B) decide, wantAdmit bool) {
-	n := len(keys)
-	check := func(b *testing.B, admitted int64) {
-		want := int64(0)
-		if wantAdmit {
-			want = int64(b.N)
-		}
-		if admitted != want {
-			b.Fatalf("admitted %d of %d decisions; want %d: the benchmark measures the wrong path", admitted, b.N, want)
-		}
-	}
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		do := setup(b)
-		admitted := int64(0)
-		b.ResetTimer()
-		for i, j := 0, 0; i < b.N; i++ {
-			if do(b, keys[j]) {
-				admitted++
-			}
-			if j++; j == n {
-				j = 0
-			}
-		}
-		b.StopTimer()
-		check(b, admitted)
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		do := setup(b)
-		var admitted, start atomic.Int64
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			i := int(start.Add(7919)) % n // each goroutine walks the keys from its own place
-			local := int64(0)
-			for pb.Next() {
-				if do(b, keys[i]) {
-					local++
-				}
-				if i++; i == n {
-					i = 0
-				}
-			}
-			admitted.Add(local)
-		})
-		b.StopTimer()
-		check(b, admitted.Load())
-	})
-}
-
-// forPaths runs bench for each path and key count.
+// forPaths runs benchkit.Run for each path and key count, with a decide
+// that setup makes (before the timer) for the keys and the path.
 func forPaths(b *testing.B, setup func(b *testing.B, keys []string, admit bool) decide) {
 	for _, path := range []string{"admit", "refuse"} {
 		for _, n := range keyCounts {
 			b.Run(fmt.Sprintf("%s/keys=%d", path, n), func(b *testing.B) {
-				keys := benchKeys(b, n)
+				keys := benchkit.Keys(b, n)
 				admit := path == "admit"
-				bench(b, keys, func(b *testing.B) decide { return setup(b, keys, admit) }, admit)
+				benchkit.Run(b, n, func(b *testing.B) benchkit.Decide {
+					do := setup(b, keys, admit)
+					return func(i int) bool { return do(b, keys[i]) }
+				}, admit)
 			})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -102,14 +103,6 @@ func TestReleasedRowsDoNotAccumulate(t *testing.T) {
 	}
 }
 
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // TestHeapReturnsAfterFlood: Go maps never shrink, so the sweep rebuilds
 // them; the heap must come back after a flood of distinct keys.
 func TestHeapReturnsAfterFlood(t *testing.T) {
@@ -118,13 +111,13 @@ func TestHeapReturnsAfterFlood(t *testing.T) {
 	}
 	clk := newFakeClock()
 	s := memory.New(memory.WithClock(clk.Now))
-	before := heapInUse()
+	before := benchkit.Heap()
 	const n = 50000
 	flood(t, s, "flood", n)
-	peak := heapInUse()
+	peak := benchkit.Heap()
 	clk.Advance(3*pace.BurstRefillWindow + time.Second)
 	touchAll(t, s)
-	after := heapInUse()
+	after := benchkit.Heap()
 	runtime.KeepAlive(s)
 	t.Logf("heap: %d KiB before, %d KiB after %d keys, %d KiB once reclaimed", before>>10, peak>>10, n, after>>10)
 	if grown := peak - before; after > before+grown/10 {
@@ -143,7 +136,7 @@ func TestKeysDoNotPinCallerBuffers(t *testing.T) {
 		_, _, err := s.AcquireSlot(ctx, k, 10, time.Hour)
 		must(t, err)
 	}
-	before := heapInUse()
+	before := benchkit.Heap()
 	for i := range n {
 		big := strings.Repeat("x", size) + fmt.Sprintf("key-%d", i)
 		k := big[size:] // shares big's memory
@@ -153,7 +146,7 @@ func TestKeysDoNotPinCallerBuffers(t *testing.T) {
 		_, _, err = s.AcquireSlotBurst(ctx, k, 1, 2, time.Minute, time.Hour)
 		must(t, err)
 	}
-	after := heapInUse()
+	after := benchkit.Heap()
 	runtime.KeepAlive(s)
 	if after > before+n*size/4 {
 		t.Fatalf("heap grew by %d KiB storing %d short keys cut from %d MiB strings; the store pins its callers' buffers", (after-before)>>10, 3*n, size>>20)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/progress"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,20 +85,11 @@ func TestFaults(t *testing.T) {
 	s := mustNew(t, c)
 
 	var stats loadStats
-	tick := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	load := progress.New()
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		load.Go(func() {
 			key := fmt.Sprintf("w%d", w)
-			for i := range maxOps {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; i < maxOps && !load.Stopping(); i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 				start := time.Now()
 				var err error
@@ -117,30 +109,18 @@ func TestFaults(t *testing.T) {
 					t.Errorf("worker %d: call %d failed with %v; want a backend error", w, i, err)
 				}
 				stats.record(start, d, err)
-				select {
-				case tick <- struct{}{}:
-				default:
-				}
+				load.Notify()
 			}
-		}()
+		})
 	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer load.Stop()
 
 	// waitFor blocks until cond holds, woken by the workers' calls.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		limit := time.NewTimer(phaseLimit)
-		defer limit.Stop()
-		for !cond() {
-			select {
-			case <-tick:
-			case <-limit.C:
-				t.Fatalf("%s: not reached within %v (ok %d, failed %d)", what, phaseLimit, stats.ok.Load(), stats.failed.Load())
-			}
-		}
+		load.WaitFor(t, phaseLimit, what, cond, func() string {
+			return fmt.Sprintf("ok %d, failed %d", stats.ok.Load(), stats.failed.Load())
+		})
 	}
 	phase := func(name string) {
 		t.Helper()

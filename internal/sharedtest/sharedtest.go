@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/progress"
 )
 
 // Backend is a store under test.
@@ -332,23 +333,14 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 		errs      atomic.Int64
 		firstErr  atomic.Value
 		restarted atomic.Bool
-		stop      = make(chan struct{})
-		tick      = make(chan struct{}, 1)
-		wg        sync.WaitGroup
+		load      = progress.New()
 	)
 	for g := range 2 * keys {
 		k := g % keys
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		load.Go(func() {
 			key := "key" + strconv.Itoa(k)
 			st := &stats[k]
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !load.Stopping() {
 				asked := time.Now().UnixNano()
 				r, err := p.Reserve(ctx, key)
 				if err != nil {
@@ -368,29 +360,17 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 						st.storeAfterRestart.Add(1)
 					}
 				}
-				select {
-				case tick <- struct{}{}:
-				default:
-				}
+				load.Notify()
 			}
-		}()
+		})
 	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer load.Stop()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		limit := time.NewTimer(30 * time.Second)
-		defer limit.Stop()
-		for !cond() {
-			select {
-			case <-tick:
-			case <-limit.C:
-				t.Fatalf("%s: not reached in 30 s (decisions by store %d, local %d, fallback %d; errors %d)", what,
-					byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
-			}
-		}
+		load.WaitFor(t, 30*time.Second, what, cond, func() string {
+			return fmt.Sprintf("decisions by store %d, local %d, fallback %d; errors %d",
+				byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
+		})
 	}
 	waitFor("store decisions", func() bool { return byPath[pace.PathStore].Load() >= 200 })
 	kill()
