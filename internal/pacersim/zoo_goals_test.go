@@ -18,7 +18,7 @@ import (
 // to; a listed goal that is met fails too, so that the list and
 // docs/pacer.md stay true. All 14 kinds, the 3000/5 min and 10,000/min ones
 // included (a decision costs the same whatever the calls in the window),
-// take about 3 minutes on 2 shared cores, hence the build tag:
+// take one to three minutes on 2 shared cores, hence the build tag:
 //
 //	go test -tags pacerzoo -run TestZooGoals -timeout 20m ./internal/pacersim
 func TestZooGoals(t *testing.T) {
