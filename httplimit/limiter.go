@@ -195,6 +195,7 @@ type hold struct {
 type bucketHold struct {
 	receipt pace.Receipt // what Store.Refund needs
 	left    int          // the whole tokens the store reported left
+	full    int64        // the seconds, rounded up, the store reported until the bucket is full
 }
 
 // remaining reports the events left after the take of limit i, a Pace,
@@ -208,6 +209,27 @@ func (t *Ticket) remaining(i int) int {
 		return h.bucket.left
 	}
 	return h.res.Remaining()
+}
+
+// fullIn reports, in whole seconds rounded up, when the bucket of limit i,
+// a Pace, Shared or Bucket limit, is full again after the take: a Bucket's
+// as its store reported it, which counts the part of a token left; the
+// others' from the whole events left (see limit.fullIn).
+func (t *Ticket) fullIn(i int) int64 {
+	if b := t.holds[i].bucket; b != nil {
+		return b.full
+	}
+	return t.l.limits[i].fullIn(t.remaining(i))
+}
+
+// field returns the RateLimit field of limit i, a Pace, Shared or Bucket
+// limit, after its take (see limit.field).
+func (t *Ticket) field(i int, one *[1]string) []string {
+	lim, r := &t.l.limits[i], t.remaining(i)
+	if full := t.fullIn(i); full != lim.fullIn(r) { // not the cached field of r
+		return cached(nil, 0, one, func() string { return lim.item(r, full) })
+	}
+	return lim.field(r, one)
 }
 
 // inlineHolds is the number of limits a Ticket holds without allocating:
@@ -312,7 +334,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			if !g.OK {
 				return t.refuseAt(ctx, pos, g.RetryAfter, key)
 			}
-			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining}
+			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, full: ceilSeconds(g.Reset)}
 		case kindSlots:
 			sk := lim.storeKey(k)
 			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
@@ -657,7 +679,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
 			n++
-			f = t.l.limits[i].field(t.remaining(i), one)
+			f = t.field(i, one)
 		}
 	}
 	if n <= 1 {
@@ -667,7 +689,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	all := make([]string, 0, n)
 	for i := range t.holds {
 		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
-			all = append(all, t.l.limits[i].field(t.remaining(i), one)[0])
+			all = append(all, t.field(i, one)[0])
 		}
 	}
 	return all

@@ -469,7 +469,7 @@ func (t *Ticket) legacy(h http.Header) {
 		for i := range t.holds {
 			h := &t.holds[i]
 			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || t.remaining(i) < r) {
-				lim, r, reset = l, t.remaining(i), l.fullIn(t.remaining(i))
+				lim, r, reset = l, t.remaining(i), t.fullIn(i)
 			}
 		}
 	}
