@@ -42,12 +42,14 @@ func storeFits(t testing.TB, s pace.Store, key string, shapes []pace.Bucket) boo
 // at once, each handler keeping its request for callers that call Return
 // (with the request and with one derived from it) and Verified after the
 // handler has returned, several times, from other goroutines, while later
-// requests reuse the recycled per-request state. Every request has keys of
-// its own, so a late caller that reached another request's state would
-// give back that request's token or event: exactly the requests whose
-// handler called Return have theirs back, and a late Verified reports
-// false and writes nothing. Under -race it also catches a state reset
-// under a late caller.
+// requests reuse the recycled per-request state. A third of the handlers
+// hand their request over before returning, so that those callers race
+// with the request's end (and may give its own back, or not). Every request
+// has keys of its own, so a caller that reached another request's state
+// would give back that request's token or event: of the others, exactly
+// the requests whose handler called Return have theirs back, and a late
+// Verified reports false and writes nothing. Under -race it also catches a
+// state reset under a caller that is using it.
 func TestAttackLateCallersConcurrent(t *testing.T) {
 	clk := newClock()
 	st := memory.New(memory.WithClock(clk.Now))
@@ -59,13 +61,23 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 	}, c.option())
 	type idKey struct{}
 	type keptKey struct{}
-	late := make(chan *http.Request, 1024)
+	type handed struct {
+		r      *http.Request
+		picked chan struct{} // closed once a caller has it, for a racing one
+	}
+	late := make(chan handed, 1024)
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := strconv.Atoi(r.Header.Get("X-Client"))
 		if id%3 == 0 {
 			httplimit.Return(r)
 		}
-		*r.Context().Value(keptKey{}).(**http.Request) = r // handed to the late callers once the handler returned
+		if id%3 == 1 {
+			picked := make(chan struct{})
+			late <- handed{r, picked} // the handler returns as the caller starts: racing with the request's end
+			<-picked
+		} else {
+			*r.Context().Value(keptKey{}).(**http.Request) = r // handed over once the handler returned
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	const workers, each = 8, 60
@@ -76,11 +88,20 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 		lateWG.Add(1)
 		go func() {
 			defer lateWG.Done()
-			for r := range late {
+			for hd := range late {
+				r := hd.r
+				if hd.picked != nil {
+					close(hd.picked)
+				}
 				for range 3 {
 					httplimit.Return(r)
 					httplimit.Return(r.WithContext(context.WithValue(r.Context(), idKey{}, "derived")))
 					w := httptest.NewRecorder()
+					racing := r.Header.Get("X-Client")
+					if id, _ := strconv.Atoi(racing); id%3 == 1 {
+						httplimit.Verified(w, r)
+						continue
+					}
 					if httplimit.Verified(w, r) || len(w.Header()) != 0 || w.Body.Len() != 0 {
 						lateErr.Do(func() {
 							lateFail = fmt.Sprintf("late Verified for %s: true or wrote %v", r.Header.Get("X-Client"), w.Header())
@@ -104,7 +125,9 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 				if w := serve(h, r); w.Code != http.StatusNoContent {
 					t.Errorf("client %s: %d", id, w.Code)
 				}
-				late <- kept
+				if kept != nil {
+					late <- handed{r: kept}
+				}
 			}
 		}()
 	}
@@ -116,6 +139,9 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 	}
 	shapes := bucketShape(t, 1, 0.001)
 	for i := range workers * each {
+		if i%3 == 1 {
+			continue // its own callers raced with its end
+		}
 		id := strconv.Itoa(i)
 		want := i%3 == 0 // given back by its own handler, and only then
 		if ok, _ := p.Peek(id); ok != want {
@@ -126,8 +152,8 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"b", "p"} {
-		if got, want := c.get(name, httplimit.Returned), (workers*each+2)/3; got != want {
-			t.Errorf("%s: %d returns counted; want %d", name, got, want)
+		if got, least := c.get(name, httplimit.Returned), (workers*each+2)/3; got < least || got > 2*least {
+			t.Errorf("%s: %d returns counted; want %d, plus at most one per racing request", name, got, least)
 		}
 	}
 }
@@ -423,5 +449,41 @@ func TestAttackRetryAfterPassesLaterPace(t *testing.T) {
 	clk.Advance(time.Duration(ra) * time.Second)
 	if w := serve(h, from("192.0.2.1")); w.Code != 200 {
 		t.Fatalf("after Retry-After: %d", w.Code)
+	}
+}
+
+// TestAttackHeldStateNotRecycled: a state that a caller is using when its
+// request ends is not recycled under it: a ticket held across the end of its
+// request (as a late Return holds it between finding it and giving back)
+// never becomes a later request's, so giving it back inside each later
+// request takes nothing from that request.
+func TestAttackHeldStateNotRecycled(t *testing.T) {
+	clk := newClock()
+	p := newPace(t, 0.001, clk)
+	m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.Header("X-Client"))})
+	var held *httplimit.Ticket
+	var release func()
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held == nil {
+			if held, release = httplimit.HoldTicket(r); held == nil {
+				t.Error("no ticket in the handler")
+			}
+			return
+		}
+		held.Return() // the old request's: over, whatever state this one got
+	}))
+	const n = 50
+	for i := range n {
+		r := from("192.0.2.1")
+		r.Header.Set("X-Client", strconv.Itoa(i))
+		if w := serve(h, r); w.Code != 200 {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+	}
+	release()
+	for i := range n {
+		if ok, _ := p.Peek(strconv.Itoa(i)); ok {
+			t.Fatalf("client %d has its event back: the held ticket was recycled into its request", i)
+		}
 	}
 }
