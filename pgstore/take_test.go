@@ -203,14 +203,20 @@ func TestRefillWindowFromGo(t *testing.T) {
 // forward, as in TestDifferentialTake.
 func TestTakeAlternatesShapesAtExtremes(t *testing.T) {
 	starts := []int64{1<<53 - 3, t0, 1<<62 + 999_999_999}
+	seen := map[string]int{}
 	for i, shapes := range takemodel.ExtremeShapes(t) {
 		for j, start := range starts {
 			t.Run(fmt.Sprintf("shapes%d/start%d", i, j), func(t *testing.T) {
 				s, schema, c := newClockedStore(t, testPool(t), start)
-				takemodel.Alternate(t, s, uint64(10*i+j), 100, shapes, false,
+				for what, n := range takemodel.Alternate(t, s, uint64(10*i+j), 100, shapes, false,
 					func() time.Duration { return time.Duration(c.Now().UnixNano()) }, c.Advance,
-					func(k string) *takemodel.State { return readTake(t, s, schema, k) })
+					func(k string) *takemodel.State { return readTake(t, s, schema, k) }) {
+					seen[what] += n
+				}
 			})
 		}
 	}
+	takemodel.RequireSeen(t, seen, "taken, 1 of 3 shapes", "taken, 3 of 3 shapes", "refused, 1 of 3 shapes", "refused, 3 of 3 shapes",
+		"taken, 1 of 2 shapes", "taken, 2 of 2 shapes", "refund of 1 shapes: exact", "refund of 3 shapes: exact",
+		"refund of 1 shapes: reordered", "refund of 3 shapes: reordered")
 }

@@ -45,12 +45,13 @@ func ExtremeShapes(t *testing.T) [][]pace.Bucket {
 // twice), and clock steps of a nanosecond, of the shapes' intervals, of
 // years and (with back) backwards, and requires after every step the
 // grant and the stored state that Model (pace.TakeAll, RemainingAll,
-// RefundAll) gives. now, advance and stored are as for Scenario. The clock
+// RefundAll) gives, and returns the situations reached by name. now, advance and stored are as for Scenario. The clock
 // never passes 2^62 + 2^60 ns (the year 2189), where an arrival time a
 // tolerance (at most 2^61 ns) ahead still fits an int64.
 func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Bucket, back bool, now func() time.Duration,
-	advance func(time.Duration), stored func(key string) *State) {
+	advance func(time.Duration), stored func(key string) *State) map[string]int {
 	t.Helper()
+	seen := map[string]int{}
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 0xa17e))
 	const k = "alt"
@@ -85,9 +86,12 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 		if g != want {
 			t.Fatalf("seed %d step %d at %d: %s = %+v;\nreference %+v", seed, step, now(), what, g, want)
 		}
+		outcome := "refused"
 		if g.OK {
+			outcome = "taken"
 			receipts = append(receipts, held{sh, g.Receipt})
 		}
+		seen[fmt.Sprintf("%s, %d of %d shapes", outcome, len(sh), len(shapes))]++
 	}
 	for step := range steps {
 		var d time.Duration
@@ -148,8 +152,9 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 			if err := s.Refund(ctx, k, h.shapes, h.r); err != nil {
 				t.Fatalf("seed %d step %d: Refund: %v", seed, step, err)
 			}
-			m.Refund(k, h.shapes, h.r, now())
+			seen[fmt.Sprintf("refund of %d shapes: %s", len(h.shapes), m.Refund(k, h.shapes, h.r, now()))]++
 			check(step, fmt.Sprintf("Refund of %d shapes %+v", len(h.shapes), h.r))
 		}
 	}
+	return seen
 }
