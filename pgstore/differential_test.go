@@ -131,7 +131,7 @@ func TestDifferentialBurst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cov := map[string]int{}
-			for seed := uint64(1); seed <= 3; seed++ {
+			for _, seed := range seeds(t, 3) {
 				differentialBurst(t, seed, tc.keys, tc.back, 250, cov)
 			}
 			// The sequences must have reached every corner of the model.
@@ -241,7 +241,7 @@ func differentialBurst(t *testing.T, seed uint64, nkeys int, back bool, steps in
 }
 
 func TestDifferentialTokenBucket(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
+	for _, seed := range seeds(t, 4) {
 		differentialBucket(t, seed, 3, 250)
 	}
 }

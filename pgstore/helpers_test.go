@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -191,4 +192,23 @@ func countRows(t testing.TB, pool *pgxpool.Pool, schema, table string) int64 {
 		t.Fatalf("counting %s: %v", table, err)
 	}
 	return n
+}
+
+// seeds returns the seeds of a differential test's n random sequences:
+// 1 to n, or, with $PACE_SEED set, n seeds from it (to search more
+// sequences, or replay one).
+func seeds(t testing.TB, n uint64) []uint64 {
+	t.Helper()
+	first := uint64(1)
+	if v := os.Getenv("PACE_SEED"); v != "" {
+		var err error
+		if first, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("PACE_SEED=%q: %v", v, err)
+		}
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = first + uint64(i)
+	}
+	return out
 }

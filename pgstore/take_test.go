@@ -53,7 +53,7 @@ func readTake(t *testing.T, s *Store, schema, key string) *takemodel.State {
 // The clock only moves forward: the sweep deletes rows that are full at a
 // later now, which a clock stepped back would revive in the reference.
 func TestDifferentialTake(t *testing.T) {
-	for seed := uint64(1); seed <= 2; seed++ {
+	for _, seed := range seeds(t, 2) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			s, schema, c := newClockedStore(t, testPool(t), t0)
 			seen := takemodel.Scenario(t, s, seed, 1200, false, func() time.Duration { return time.Duration(c.Now().UnixNano()) }, c.Advance,
@@ -193,4 +193,30 @@ func TestRefillWindowFromGo(t *testing.T) {
 	if strings.Count(src, window) != 2 || strings.Contains(src, "@") {
 		t.Errorf("burst_charge and burst_reclaim hold %q %d times (want 2) in:\n%s", window, strings.Count(src, window), src)
 	}
+}
+
+// TestTakeAlternatesShapesAtExtremes drives one key through takes of one
+// shape and of several, TakeMany of the key repeated, and refunds of either,
+// on the shapes at the edges of what pace.NewBucket accepts, from instants
+// near 2^53 ns, t0 and in 2116, and requires the grants and stored states
+// of the Go arithmetic (takemodel) to the nanosecond. The clock only moves
+// forward, as in TestDifferentialTake.
+func TestTakeAlternatesShapesAtExtremes(t *testing.T) {
+	starts := []int64{1<<53 - 3, t0, 1<<62 + 999_999_999}
+	seen := map[string]int{}
+	for i, shapes := range takemodel.ExtremeShapes(t) {
+		for j, start := range starts {
+			t.Run(fmt.Sprintf("shapes%d/start%d", i, j), func(t *testing.T) {
+				s, schema, c := newClockedStore(t, testPool(t), start)
+				for what, n := range takemodel.Alternate(t, s, uint64(10*i+j), 100, shapes, false,
+					func() time.Duration { return time.Duration(c.Now().UnixNano()) }, c.Advance,
+					func(k string) *takemodel.State { return readTake(t, s, schema, k) }) {
+					seen[what] += n
+				}
+			})
+		}
+	}
+	takemodel.RequireSeen(t, seen, "taken, 1 of 3 shapes", "taken, 3 of 3 shapes", "refused, 1 of 3 shapes", "refused, 3 of 3 shapes",
+		"taken, 1 of 2 shapes", "taken, 2 of 2 shapes", "refund of 1 shapes: exact", "refund of 3 shapes: exact",
+		"refund of 1 shapes: reordered", "refund of 3 shapes: reordered")
 }

@@ -84,6 +84,17 @@ func TestContractRing(t *testing.T) {
 	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c) })
+	// TakeMany's pipeline across the two servers, and the scripts'
+	// arithmetic, against the Go reference.
+	t.Run("TakeMatchesReference", func(t *testing.T) {
+		clock := newFakeClock()
+		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
+		seen := takemodel.Scenario(t, s, testSeed(t), 500, true,
+			func() time.Duration { return time.Duration(clock.Now().UnixNano()) },
+			clock.Advance,
+			func(k string) *takemodel.State { return storedTake(t, c, s.keys.key(k, nsTake)) })
+		takemodel.RequireSeen(t, seen, "taken", "refused", "TakeMany", "refund: exact", "refund: reordered")
+	})
 }
 
 func TestKeysShareHashSlot(t *testing.T) {

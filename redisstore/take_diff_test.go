@@ -38,6 +38,21 @@ func storedTake(t *testing.T, c redis.UniversalClient, key string) *takemodel.St
 	return st
 }
 
+// storedExpiring returns the stored state of a key of s, as storedTake,
+// after checking that a present key expires at its latest arrival time.
+func storedExpiring(t *testing.T, s *Store, c *redis.Client) func(k string) *takemodel.State {
+	return func(k string) *takemodel.State {
+		key := s.keys.key(k, nsTake)
+		st := storedTake(t, c, key)
+		if st != nil {
+			if got, want := expiryMillis(t, c, key), ceilUnixMillis(time.Unix(0, int64(st.Last()))); got != want {
+				t.Fatalf("key %s expires at %d ms; want its latest arrival time, %d ms", k, got, want)
+			}
+		}
+		return st
+	}
+}
+
 // TestTakeMatchesReference runs the Take scenario against the Lua scripts on
 // the test server, with the clock given to the scripts by the test.
 func TestTakeMatchesReference(t *testing.T) {
@@ -47,16 +62,7 @@ func TestTakeMatchesReference(t *testing.T) {
 	seen := takemodel.Scenario(t, s, seed, 2000, true,
 		func() time.Duration { return time.Duration(clock.Now().UnixNano()) },
 		clock.Advance,
-		func(k string) *takemodel.State {
-			key := s.keys.key(k, nsTake)
-			st := storedTake(t, c, key)
-			if st != nil {
-				if got, want := expiryMillis(t, c, key), ceilUnixMillis(time.Unix(0, int64(st.Last()))); got != want {
-					t.Fatalf("key %s expires at %d ms; want its latest arrival time, %d ms", k, got, want)
-				}
-			}
-			return st
-		})
+		storedExpiring(t, s, c))
 	takemodel.RequireSeen(t, seen, append(takemodel.Situations, "refused, wait of 2^53 ns or more")...)
 }
 
