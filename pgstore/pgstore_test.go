@@ -57,9 +57,10 @@ func TestNewConcurrentIsIdempotent(t *testing.T) {
 }
 
 // TestUpgrade checks that New upgrades a schema of an earlier version in
-// place: the rows stay, the version becomes schemaVersion, and the functions
-// are exactly those of this version (the ones earlier versions had and this
-// one does not are dropped).
+// place: the rows stay, the version becomes schemaVersion, the functions
+// are exactly those of this version, and version 3's release and refresh
+// functions, which processes of that version still call during a rolling
+// upgrade, work (as the settle functions under their old names).
 func TestUpgrade(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
@@ -68,12 +69,17 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("TokenBucket = %v, %v; want true, nil", ok, err)
 	}
 	quoted := pgx.Identifier{schema}.Sanitize()
-	// What version 3 left: its number, and its four functions this version
-	// replaced by settle_slot and settle_burst.
+	// What version 3 left: its number, and its own bodies of the four
+	// functions this version keeps as wrappers of settle_slot and
+	// settle_burst.
 	if _, err := pool.Exec(ctx, `UPDATE `+quoted+`.meta SET version = 3;
+		DROP FUNCTION `+quoted+`.release_slot(bytea, bigint);
 		CREATE FUNCTION `+quoted+`.release_slot(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		DROP FUNCTION `+quoted+`.refresh_slot(bytea, bigint, bigint);
 		CREATE FUNCTION `+quoted+`.refresh_slot(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		DROP FUNCTION `+quoted+`.release_burst(bytea, bigint);
 		CREATE FUNCTION `+quoted+`.release_burst(bytea, bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+		DROP FUNCTION `+quoted+`.refresh_burst(bytea, bigint, bigint);
 		CREATE FUNCTION `+quoted+`.refresh_burst(bytea, bigint, bigint) RETURNS void LANGUAGE sql AS 'SELECT';`); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +96,17 @@ func TestUpgrade(t *testing.T) {
 	}
 	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1.0/3600, 1); ok || err != nil {
 		t.Errorf("TokenBucket after the upgrade = %v, %v; want false, nil (the bucket emptied before it)", ok, err)
+	}
+	if ok, n, err := s.AcquireSlot(ctx, "v3", 2, time.Hour); !ok || n != 1 || err != nil {
+		t.Fatalf("AcquireSlot after the upgrade = %v, %d, %v; want true, 1, nil", ok, n, err)
+	}
+	for _, call := range []string{"refresh_slot($1, 1000000000, NULL)", "release_slot($1, NULL)", "refresh_burst($1, 1000000000, NULL)", "release_burst($1, NULL)"} {
+		if _, err := pool.Exec(ctx, "SELECT "+quoted+"."+call, s.rowKey("v3")); err != nil {
+			t.Errorf("version 3's %s after the upgrade: %v", call, err)
+		}
+	}
+	if n := countRows(t, pool, schema, "slots"); n != 0 {
+		t.Errorf("after version 3's release_slot: %d slot rows; want 0 (the one slot released)", n)
 	}
 }
 

@@ -32,12 +32,6 @@ CREATE SCHEMA IF NOT EXISTS @schema@;
 
 CREATE TABLE IF NOT EXISTS @schema@.meta (version integer NOT NULL);
 
--- Functions of earlier versions that this one no longer has.
-DROP FUNCTION IF EXISTS @schema@.release_burst(bytea, bigint);
-DROP FUNCTION IF EXISTS @schema@.refresh_burst(bytea, bigint, bigint);
-DROP FUNCTION IF EXISTS @schema@.release_slot(bytea, bigint);
-DROP FUNCTION IF EXISTS @schema@.refresh_slot(bytea, bigint, bigint);
-
 -- Token buckets: the GCRA theoretical arrival time. tat <= now is a full
 -- bucket, the same state as an absent row.
 CREATE @unlogged@ TABLE IF NOT EXISTS @schema@.buckets (
@@ -652,5 +646,21 @@ BEGIN
 END
 $$;
 
+-- Version 3's release and refresh functions, kept as the settle functions
+-- under their old names, so that processes of version 3 still running
+-- during a rolling upgrade keep releasing and refreshing their slots.
+CREATE OR REPLACE FUNCTION @schema@.release_slot(p_key bytea, p_now bigint) RETURNS void
+LANGUAGE sql AS $$ SELECT @schema@.settle_slot(p_key, NULL, p_now) $$;
+
+CREATE OR REPLACE FUNCTION @schema@.refresh_slot(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
+LANGUAGE sql AS $$ SELECT @schema@.settle_slot(p_key, p_ttl, p_now) $$;
+
+CREATE OR REPLACE FUNCTION @schema@.release_burst(p_key bytea, p_now bigint) RETURNS void
+LANGUAGE sql AS $$ SELECT @schema@.settle_burst(p_key, NULL, p_now) $$;
+
+CREATE OR REPLACE FUNCTION @schema@.refresh_burst(p_key bytea, p_ttl bigint, p_now bigint) RETURNS void
+LANGUAGE sql AS $$ SELECT @schema@.settle_burst(p_key, p_ttl, p_now) $$;
+
 DELETE FROM @schema@.meta;
 INSERT INTO @schema@.meta (version) VALUES (@version@);
+
