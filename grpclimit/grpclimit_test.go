@@ -32,7 +32,7 @@ func TestUnaryRefusalRetryInfo(t *testing.T) {
 	s := &server{}
 	client := serve(t, mustNew(t, []grpclimit.Limit{
 		grpclimit.Pace(p, grpclimit.ClientIP(), grpclimit.Name("per-peer")),
-	}, c.option()), s)
+	}, c.Option()), s)
 
 	for i := range 3 {
 		if err := check(t, client, ""); err != nil {
@@ -54,7 +54,7 @@ func TestUnaryRefusalRetryInfo(t *testing.T) {
 	if got := s.ran(""); got != 4 {
 		t.Fatalf("handler ran %d times; want 4 (never for a refused call)", got)
 	}
-	if got := c.get("per-peer", httplimit.Refused); got != 2 {
+	if got := c.Get("per-peer", httplimit.Refused); got != 2 {
 		t.Fatalf("refused %d; want 2", got)
 	}
 }
@@ -115,7 +115,7 @@ func TestAllOrNothing(t *testing.T) {
 		grpclimit.Bucket(store, 3, 1, grpclimit.ClientIP(), grpclimit.Name("bucket")),
 		grpclimit.Pace(newPace(t, 2, clk), grpclimit.ClientIP(), grpclimit.Name("per-peer")),
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("client-id"), grpclimit.Name("per-client")),
-	}, c.option()), &server{})
+	}, c.Option()), &server{})
 
 	if err := check(t, client, "", "client-id", "a"); err != nil {
 		t.Fatal(err)
@@ -130,14 +130,14 @@ func TestAllOrNothing(t *testing.T) {
 	}
 	// Two admitted calls: each limit spent two, whatever was refused.
 	for _, name := range []string{"bucket", "per-peer", "per-client"} {
-		if got := c.spent(name); got != 2 {
+		if got := c.Spent(name); got != 2 {
 			t.Fatalf("%s spent %d; want 2", name, got)
 		}
 	}
-	if got := c.get("per-peer", httplimit.Returned); got != 1 {
+	if got := c.Get("per-peer", httplimit.Returned); got != 1 {
 		t.Fatalf("per-peer returned %d; want 1, for the refusal by per-client", got)
 	}
-	if got := c.get("bucket", httplimit.Returned); got != 3 {
+	if got := c.Get("bucket", httplimit.Returned); got != 3 {
 		t.Fatalf("bucket returned %d; want 3, one per refused call", got)
 	}
 }
@@ -237,7 +237,7 @@ func TestSlotHeldForStreamLife(t *testing.T) {
 	s := &server{}
 	client := serve(t, mustNew(t, []grpclimit.Limit{
 		grpclimit.Slots(spy, 1, ttl, grpclimit.ClientIP(), grpclimit.Name("streams")),
-	}, c.option()), s)
+	}, c.Option()), s)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -282,7 +282,7 @@ func TestSlotHeldForStreamLife(t *testing.T) {
 	if _, err := third.Recv(); err != io.EOF {
 		t.Fatalf("third stream's end: %v", err)
 	}
-	if got := c.get("streams", httplimit.Admitted); got != 2 {
+	if got := c.Get("streams", httplimit.Admitted); got != 2 {
 		t.Fatalf("streams admitted %d; want 2", got)
 	}
 }
@@ -356,7 +356,7 @@ func TestReturnOnCode(t *testing.T) {
 	client := serve(t, mustNew(t, []grpclimit.Limit{
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("client-id"), grpclimit.Name("per-client"),
 			grpclimit.ReturnOn(codes.Unauthenticated, codes.InvalidArgument)),
-	}, c.option()), s)
+	}, c.Option()), s)
 
 	for range 20 {
 		wantCode(t, check(t, client, svcUnauthenticated, "client-id", "app-1"), codes.Unauthenticated, "forger")
@@ -367,7 +367,7 @@ func TestReturnOnCode(t *testing.T) {
 	// PermissionDenied is not a ReturnOn code: it spends.
 	wantCode(t, check(t, client, svcDenied, "client-id", "app-2"), codes.PermissionDenied, "denied")
 	refusal(t, check(t, client, "", "client-id", "app-2"), "per-client")
-	if got := c.get("per-client", httplimit.Returned); got != 20 {
+	if got := c.Get("per-client", httplimit.Returned); got != 20 {
 		t.Fatalf("returned %d; want 20", got)
 	}
 }
@@ -427,7 +427,7 @@ func TestKeyErrors(t *testing.T) {
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.ClientIP(), grpclimit.Name("per-ip")),
 		grpclimit.Pace(newPace(t, 100, clk), grpclimit.Metadata("api-key"), grpclimit.Name("per-key")),
 		grpclimit.Pace(newPace(t, 100, clk), own, grpclimit.Name("per-tenant")),
-	}, c.option()), s)
+	}, c.Option()), s)
 
 	cases := []struct {
 		name   string
@@ -456,7 +456,7 @@ func TestKeyErrors(t *testing.T) {
 	if err := check(t, client, "", "api-key", "k", "tenant", "t"); err != nil {
 		t.Fatalf("after key errors: %v; want per-ip unspent", err)
 	}
-	if got := c.get("per-key", httplimit.KeyFailed); got != 4 {
+	if got := c.Get("per-key", httplimit.KeyFailed); got != 4 {
 		t.Fatalf("per-key key errors %d; want 4", got)
 	}
 }
@@ -491,7 +491,7 @@ func TestStoreErrors(t *testing.T) {
 	client := serve(t, mustNew(t, []grpclimit.Limit{
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.ClientIP(), grpclimit.Name("per-ip")),
 		grpclimit.Bucket(store, 10, 10, grpclimit.ClientIP(), grpclimit.Name("shared")),
-	}, c.option()), s)
+	}, c.Option()), s)
 	store.Close(context.Background())
 	for range 3 {
 		err := check(t, client, "")
@@ -500,9 +500,9 @@ func TestStoreErrors(t *testing.T) {
 			t.Fatalf("message %q", msg)
 		}
 	}
-	if s.ran("") != 0 || c.get("shared", httplimit.StoreFailed) != 3 || c.spent("per-ip") != 0 {
+	if s.ran("") != 0 || c.Get("shared", httplimit.StoreFailed) != 3 || c.Spent("per-ip") != 0 {
 		t.Fatalf("handler runs %d, store errors %d, per-ip spent %d; want 0, 3, 0",
-			s.ran(""), c.get("shared", httplimit.StoreFailed), c.spent("per-ip"))
+			s.ran(""), c.Get("shared", httplimit.StoreFailed), c.Spent("per-ip"))
 	}
 }
 
@@ -515,7 +515,7 @@ func TestDryRun(t *testing.T) {
 	client := serve(t, mustNew(t, []grpclimit.Limit{
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("client-id"), grpclimit.Name("per-client")),
 		grpclimit.Pace(newPace(t, 1, clk), grpclimit.ClientIP(), grpclimit.Name("per-ip")),
-	}, httplimit.DryRun(), c.option()), s)
+	}, httplimit.DryRun(), c.Option()), s)
 	for range 3 {
 		if err := check(t, client, "", "client-id", "a"); err != nil {
 			t.Fatalf("dry run: %v", err)
@@ -524,11 +524,11 @@ func TestDryRun(t *testing.T) {
 	if err := check(t, client, ""); err != nil {
 		t.Fatalf("dry run, key error: %v", err)
 	}
-	if s.ran("") != 4 || c.get("per-client", httplimit.Refused) != 2 || c.get("per-client", httplimit.KeyFailed) != 1 {
+	if s.ran("") != 4 || c.Get("per-client", httplimit.Refused) != 2 || c.Get("per-client", httplimit.KeyFailed) != 1 {
 		t.Fatalf("runs %d, per-client refused %d, key errors %d; want 4, 2, 1",
-			s.ran(""), c.get("per-client", httplimit.Refused), c.get("per-client", httplimit.KeyFailed))
+			s.ran(""), c.Get("per-client", httplimit.Refused), c.Get("per-client", httplimit.KeyFailed))
 	}
-	if got := c.spent("per-ip"); got != 1 {
+	if got := c.Spent("per-ip"); got != 1 {
 		t.Fatalf("per-ip spent %d; want 1 (a refusal in a dry run gives back as in earnest)", got)
 	}
 }
@@ -596,7 +596,7 @@ func TestStoreLimitsReturn(t *testing.T) {
 				lim = grpclimit.Shared(p, grpclimit.Metadata("client-id"), opts...)
 			}
 			var c counter
-			client := serve(t, mustNew(t, []grpclimit.Limit{lim}, c.option()), &server{})
+			client := serve(t, mustNew(t, []grpclimit.Limit{lim}, c.Option()), &server{})
 			for range 20 {
 				wantCode(t, check(t, client, svcUnauthenticated, "client-id", "app-1"), codes.Unauthenticated, "forger")
 			}
@@ -615,7 +615,7 @@ func TestStoreLimitsReturn(t *testing.T) {
 			if err := check(t, client, "", "client-id", "app-1"); err != nil {
 				t.Fatalf("after the retry delay: %v; want admitted", err)
 			}
-			if got := c.get("per-client", httplimit.Returned); got != 23 {
+			if got := c.Get("per-client", httplimit.Returned); got != 23 {
 				t.Fatalf("returned %d; want 23", got)
 			}
 		})

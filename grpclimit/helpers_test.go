@@ -16,25 +16,19 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/grpclimit"
 	"github.com/ratepace/pace/httplimit"
-	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/internal/limittest"
 )
 
-// newClock returns a fake clock for pace.WithClock and memory.WithClock,
-// at the start of 2026: it moves only when told.
-func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
+// newClock, newPace and counter are limittest's, shared with httplimit's
+// tests.
+var (
+	newClock = limittest.NewClock
+	newPace  = limittest.NewPace
+)
 
-// newPace returns a Pace of perSecond on clk.
-func newPace(t testing.TB, perSecond float64, clk *fakeclock.Clock) *pace.Pace {
-	t.Helper()
-	p, err := pace.New(perSecond, pace.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+type counter = limittest.Counter
 
 // mustNew is grpclimit.New, failing the test on an error.
 func mustNew(t testing.TB, limits []grpclimit.Limit, opts ...httplimit.Option) *grpclimit.Interceptor {
@@ -203,35 +197,4 @@ func refusal(t *testing.T, err error, name string) time.Duration {
 		t.Fatalf("RetryDelay = %v, %v; want %v", d, ok, retry.GetRetryDelay().AsDuration())
 	}
 	return d
-}
-
-// counter is an httplimit.Observer that counts outcomes per limit name.
-type counter struct {
-	mu    sync.Mutex
-	names []string
-	n     map[string]int // "name outcome"
-}
-
-func (c *counter) option() httplimit.Option {
-	return httplimit.WithObserver(func(names []string) (httplimit.Observer, error) {
-		c.names, c.n = names, map[string]int{}
-		return c, nil
-	})
-}
-
-func (c *counter) Observe(i int, o httplimit.Outcome) {
-	c.mu.Lock()
-	c.n[c.names[i]+" "+o.String()]++
-	c.mu.Unlock()
-}
-
-func (c *counter) get(name string, o httplimit.Outcome) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[name+" "+o.String()]
-}
-
-// spent reports admitted minus returned for the limit name.
-func (c *counter) spent(name string) int {
-	return c.get(name, httplimit.Admitted) - c.get(name, httplimit.Returned)
 }

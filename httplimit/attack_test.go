@@ -58,7 +58,7 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Bucket(st, 1, 0.001, httplimit.Header("X-Client"), httplimit.Name("b")),
 		httplimit.Pace(p, httplimit.Header("X-Client"), httplimit.Name("p")),
-	}, c.option())
+	}, c.Option())
 	type idKey struct{}
 	type keptKey struct{}
 	type handed struct {
@@ -152,7 +152,7 @@ func TestAttackLateCallersConcurrent(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"b", "p"} {
-		if got, least := c.get(name, httplimit.Returned), (workers*each+2)/3; got < least || got > 2*least {
+		if got, least := c.Get(name, httplimit.Returned), (workers*each+2)/3; got < least || got > 2*least {
 			t.Errorf("%s: %d returns counted; want %d, plus at most one per racing request", name, got, least)
 		}
 	}
@@ -172,7 +172,7 @@ func TestAttackBucketOwnPartOnce(t *testing.T) {
 	var c counter
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Bucket(st, 2, 1, httplimit.Header("X-Client"), httplimit.Name("b"), httplimit.ReturnOn(http.StatusUnauthorized)),
-	}, c.option())
+	}, c.Option())
 	started, release := make(chan struct{}), make(chan struct{})
 	var kept *http.Request
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +220,7 @@ func TestAttackBucketOwnPartOnce(t *testing.T) {
 	if err != nil || g.OK || g.RetryAfter != time.Second {
 		t.Fatalf("next take: %+v, %v; want refused for exactly 1s", g, err)
 	}
-	if got := c.get("b", httplimit.Returned); got != 1 {
+	if got := c.Get("b", httplimit.Returned); got != 1 {
 		t.Fatalf("%d returns counted; want 1", got)
 	}
 }

@@ -39,7 +39,7 @@ func TestBucketReturn(t *testing.T) {
 	// 3 tokens, refilled at one per 100 s: nothing refills during the test.
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Bucket(st, 3, 0.01, httplimit.ClientIP(), httplimit.Name("per-ip"), httplimit.ReturnOn(http.StatusUnauthorized)),
-	}, c.option())
+	}, c.Option())
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
 		if r.URL.Query().Get("return") != "" {
@@ -90,7 +90,7 @@ func TestBucketReturn(t *testing.T) {
 	if w := send(200, false); w.Code != 200 {
 		t.Fatalf("after Retry-After: %d", w.Code)
 	}
-	if got := c.get("per-ip", httplimit.Returned); got != 3 {
+	if got := c.Get("per-ip", httplimit.Returned); got != 3 {
 		t.Fatalf("%d returns counted; want 3", got)
 	}
 }

@@ -7,28 +7,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
-	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/internal/limittest"
 )
 
-// newClock returns a fake clock for pace.WithClock and memory.WithClock,
-// at the start of 2026: it moves only when told.
-func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
+// newClock, newPace and counter are limittest's, shared with grpclimit's
+// tests.
+var (
+	newClock = limittest.NewClock
+	newPace  = limittest.NewPace
+)
 
-// newPace returns a Pace of perSecond on clk.
-func newPace(t testing.TB, perSecond float64, clk *fakeclock.Clock) *pace.Pace {
-	t.Helper()
-	p, err := pace.New(perSecond, pace.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+type counter = limittest.Counter
 
 // mustNew is httplimit.New, failing the test on an error.
 func mustNew(t testing.TB, limits []httplimit.Limit, opts ...httplimit.Option) *httplimit.Middleware {
@@ -38,32 +32,6 @@ func mustNew(t testing.TB, limits []httplimit.Limit, opts ...httplimit.Option) *
 		t.Fatal(err)
 	}
 	return m
-}
-
-// counter is an httplimit.Observer that counts outcomes per limit name.
-type counter struct {
-	mu    sync.Mutex
-	names []string
-	n     map[string]int // "name outcome"
-}
-
-func (c *counter) option() httplimit.Option {
-	return httplimit.WithObserver(func(names []string) (httplimit.Observer, error) {
-		c.names, c.n = names, map[string]int{}
-		return c, nil
-	})
-}
-
-func (c *counter) Observe(i int, o httplimit.Outcome) {
-	c.mu.Lock()
-	c.n[c.names[i]+" "+o.String()]++
-	c.mu.Unlock()
-}
-
-func (c *counter) get(name string, o httplimit.Outcome) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[name+" "+o.String()]
 }
 
 // serve runs r through h and returns the recorded response.

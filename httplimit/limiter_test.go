@@ -22,7 +22,7 @@ func TestLimiterOtherTransport(t *testing.T) {
 		httplimit.Pace(perPeer, nil, httplimit.Name("per-peer")),
 		httplimit.Slots(s, 1, time.Minute, nil, httplimit.Name("streams")),
 		httplimit.Pace(perClient, nil, httplimit.Name("per-client"), httplimit.ReturnOn(401), httplimit.DecideAfterVerify()),
-	}, c.option())
+	}, c.Option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestLimiterOtherTransport(t *testing.T) {
 	if i, name, wait := second.Refusal(); i != 1 || name != "streams" || wait != time.Second {
 		t.Fatalf("Refusal = %d %q %v", i, name, wait)
 	}
-	if got := c.get("per-peer", httplimit.Returned); got != 1 {
+	if got := c.Get("per-peer", httplimit.Returned); got != 1 {
 		t.Fatalf("per-peer returned %d; want 1 (all or nothing)", got)
 	}
 	if !first.Verify() || first.RateLimit() != `"per-peer";r=9;t=1, "per-client";r=0;t=1` {
@@ -93,7 +93,7 @@ func TestLimiterOtherTransport(t *testing.T) {
 	}
 	// Spent: the first stream, and app-2's first (no ReturnOn on per-peer);
 	// the refusal, the Return and the key errors gave theirs back.
-	if got := c.get("per-peer", httplimit.Admitted) - c.get("per-peer", httplimit.Returned); got != 2 {
+	if got := c.Get("per-peer", httplimit.Admitted) - c.Get("per-peer", httplimit.Returned); got != 2 {
 		t.Fatalf("per-peer spent %d; want 2", got)
 	}
 }

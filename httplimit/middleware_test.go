@@ -72,7 +72,7 @@ func TestAllOrNothing(t *testing.T) {
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Pace(perIP, httplimit.ClientIP(), httplimit.Name("per-ip")),
 		httplimit.Pace(perClient, httplimit.Header("X-Client"), httplimit.Name("per-client")),
-	}, c.option())
+	}, c.Option())
 	h := m.Wrap(ok)
 	send := func(client string) *httptest.ResponseRecorder {
 		r := from("192.0.2.1")
@@ -99,10 +99,10 @@ func TestAllOrNothing(t *testing.T) {
 	if items[0].value != "per-ip" || items[0].intParam(t, "r") != 1 {
 		t.Fatalf("RateLimit %q: want per-ip with r=1 (two taken of three)", w.Header().Values("RateLimit"))
 	}
-	if got, want := c.get("per-ip", httplimit.Admitted)-c.get("per-ip", httplimit.Returned), 2; got != want {
+	if got, want := c.Get("per-ip", httplimit.Admitted)-c.Get("per-ip", httplimit.Returned), 2; got != want {
 		t.Errorf("per-ip spent %d; want %d", got, want)
 	}
-	if got := c.get("per-client", httplimit.Refused); got != 10 {
+	if got := c.Get("per-client", httplimit.Refused); got != 10 {
 		t.Errorf("per-client refused %d; want 10", got)
 	}
 }
@@ -118,7 +118,7 @@ func TestReturnOn(t *testing.T) {
 			opts = append(opts, httplimit.ReturnOn(http.StatusUnauthorized))
 		}
 		var c counter
-		m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.ClientID(), opts...)}, c.option())
+		m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.ClientID(), opts...)}, c.Option())
 		h := m.Wrap(tokenHandler(nil, false))
 		for range 20 {
 			w := serve(h, tokenRequest("198.51.100.9", "app-1", "wrong"))
@@ -130,8 +130,8 @@ func TestReturnOn(t *testing.T) {
 		if returnOn != (w.Code == 200) {
 			t.Fatalf("ReturnOn %v: the honest client got %d", returnOn, w.Code)
 		}
-		if returnOn && (c.get("pace-0", httplimit.Returned) != 20 || p.Len() != 1) {
-			t.Errorf("returned %d, rows %d; want 20 and 1", c.get("pace-0", httplimit.Returned), p.Len())
+		if returnOn && (c.Get("pace-0", httplimit.Returned) != 20 || p.Len() != 1) {
+			t.Errorf("returned %d, rows %d; want 20 and 1", c.Get("pace-0", httplimit.Returned), p.Len())
 		}
 	}
 }
@@ -142,7 +142,7 @@ func TestReturn(t *testing.T) {
 	clk := newClock()
 	outer, inner := newPace(t, 1, clk), newPace(t, 1, clk)
 	var c counter
-	mo := mustNew(t, []httplimit.Limit{httplimit.Pace(outer, httplimit.ClientIP(), httplimit.Name("outer"))}, c.option())
+	mo := mustNew(t, []httplimit.Limit{httplimit.Pace(outer, httplimit.ClientIP(), httplimit.Name("outer"))}, c.Option())
 	mi := mustNew(t, []httplimit.Limit{httplimit.Pace(inner, httplimit.ClientIP(), httplimit.Name("inner"))})
 	h := mo.Wrap(mi.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httplimit.Return(r)
@@ -157,7 +157,7 @@ func TestReturn(t *testing.T) {
 	if outer.Len() != 0 || inner.Len() != 0 {
 		t.Fatalf("rows %d and %d; want none", outer.Len(), inner.Len())
 	}
-	if got := c.get("outer", httplimit.Returned); got != 5 {
+	if got := c.Get("outer", httplimit.Returned); got != 5 {
 		t.Fatalf("outer returned %d; want 5", got)
 	}
 	httplimit.Return(from("192.0.2.1")) // outside a middleware: nothing to do
@@ -167,13 +167,13 @@ func TestReturn(t *testing.T) {
 // pace.WithFailurePolicy the policy decides instead.
 func TestStoreErrors(t *testing.T) {
 	var c counter
-	m := mustNew(t, []httplimit.Limit{httplimit.Bucket(downStore{}, 10, 1, httplimit.ClientIP(), httplimit.Name("b"))}, c.option())
+	m := mustNew(t, []httplimit.Limit{httplimit.Bucket(downStore{}, 10, 1, httplimit.ClientIP(), httplimit.Name("b"))}, c.Option())
 	w := serve(m.Wrap(ok), from("192.0.2.1"))
 	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "refused") {
 		t.Fatalf("dead store: %d %q; want 503 without the error", w.Code, w.Body)
 	}
 	problemOf(t, w)
-	if c.get("b", httplimit.StoreFailed) != 1 {
+	if c.Get("b", httplimit.StoreFailed) != 1 {
 		t.Fatal("store error not counted")
 	}
 
@@ -224,7 +224,7 @@ func TestBadInputs(t *testing.T) {
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Pace(perIP, trusted, httplimit.Name("per-ip")),
 		httplimit.Pace(perClient, httplimit.ClientID(), httplimit.Name("per-client")),
-	}, c.option())
+	}, c.Option())
 	h := m.Wrap(tokenHandler(nil, false))
 	viaProxy := func(r *http.Request, lines ...string) *http.Request {
 		r.RemoteAddr = "10.0.0.1:80"
@@ -260,7 +260,7 @@ func TestBadInputs(t *testing.T) {
 			t.Fatalf("%s: rows %d and %d left behind; want none", c.name, perIP.Len(), perClient.Len())
 		}
 	}
-	if got := c.get("per-client", httplimit.KeyFailed) + c.get("per-ip", httplimit.KeyFailed); got != 7 {
+	if got := c.Get("per-client", httplimit.KeyFailed) + c.Get("per-ip", httplimit.KeyFailed); got != 7 {
 		t.Errorf("key errors counted: %d; want 7", got)
 	}
 	// Other keys have their whole pace.
@@ -308,7 +308,7 @@ func TestDryRun(t *testing.T) {
 	clk := newClock()
 	p := newPace(t, 1, clk)
 	var c counter
-	m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.Header("X-Client"), httplimit.Name("p"))}, httplimit.DryRun(), c.option())
+	m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, httplimit.Header("X-Client"), httplimit.Name("p"))}, httplimit.DryRun(), c.Option())
 	h := m.Wrap(ok)
 	for i := range 5 {
 		r := from("192.0.2.1")
@@ -328,8 +328,8 @@ func TestDryRun(t *testing.T) {
 	if w := serve(h, from("192.0.2.1")); w.Code != 200 {
 		t.Fatalf("key error under DryRun: %d", w.Code)
 	}
-	if c.get("p", httplimit.Admitted) != 1 || c.get("p", httplimit.Refused) != 4 || c.get("p", httplimit.KeyFailed) != 1 {
-		t.Fatalf("counts %v", c.n)
+	if c.Get("p", httplimit.Admitted) != 1 || c.Get("p", httplimit.Refused) != 4 || c.Get("p", httplimit.KeyFailed) != 1 {
+		t.Fatalf("counts %v", &c)
 	}
 }
 

@@ -75,7 +75,7 @@ func TestSharedReturnOn(t *testing.T) {
 			opts = append(opts, httplimit.ReturnOn(http.StatusUnauthorized))
 		}
 		var c counter
-		forger := mustNew(t, []httplimit.Limit{httplimit.Shared(newShared(t, s, 2, clk), httplimit.ClientID(), opts...)}, c.option())
+		forger := mustNew(t, []httplimit.Limit{httplimit.Shared(newShared(t, s, 2, clk), httplimit.ClientID(), opts...)}, c.Option())
 		honest := mustNew(t, []httplimit.Limit{httplimit.Shared(newShared(t, s, 2, clk), httplimit.ClientID(), opts...)})
 		for range 20 {
 			w := serve(forger.Wrap(tokenHandler(nil, false)), tokenRequest("198.51.100.9", "app-1", "wrong"))
@@ -87,8 +87,8 @@ func TestSharedReturnOn(t *testing.T) {
 		if returnOn != (w.Code == 200) {
 			t.Fatalf("ReturnOn %v: the honest client got %d", returnOn, w.Code)
 		}
-		if returnOn && c.get("shared-0", httplimit.Returned) != 20 {
-			t.Errorf("returned %d; want 20", c.get("shared-0", httplimit.Returned))
+		if returnOn && c.Get("shared-0", httplimit.Returned) != 20 {
+			t.Errorf("returned %d; want 20", c.Get("shared-0", httplimit.Returned))
 		}
 	}
 }
@@ -121,14 +121,14 @@ func TestSharedStoreError(t *testing.T) {
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name("local")),
 		httplimit.Shared(newShared(t, downStore{}, 1, clk), httplimit.ClientIP(), httplimit.Name("shared")),
-	}, c.option())
+	}, c.Option())
 	for range 3 {
 		if w := serve(m.Wrap(ok), from("192.0.2.1")); w.Code != 503 {
 			t.Fatalf("dead store: %d; want 503", w.Code)
 		}
 	}
-	if p.Len() != 0 || c.get("shared", httplimit.StoreFailed) != 3 {
-		t.Fatalf("rows %d, store errors counted %d; want 0 and 3", p.Len(), c.get("shared", httplimit.StoreFailed))
+	if p.Len() != 0 || c.Get("shared", httplimit.StoreFailed) != 3 {
+		t.Fatalf("rows %d, store errors counted %d; want 0 and 3", p.Len(), c.Get("shared", httplimit.StoreFailed))
 	}
 	fb := newPace(t, 1, clk)
 	m = mustNew(t, []httplimit.Limit{httplimit.Shared(newShared(t, downStore{}, 2, clk, pace.WithFallback(fb, time.Second)), httplimit.ClientIP())})

@@ -19,7 +19,7 @@ func TestVerifiedRefusesWhenTakenMeanwhile(t *testing.T) {
 	var c counter
 	m := mustNew(t, []httplimit.Limit{
 		httplimit.Pace(p, httplimit.ClientID(), httplimit.Name("per-client"), httplimit.DecideAfterVerify()),
-	}, c.option())
+	}, c.Option())
 	entered := make(chan struct{})
 	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	var verifiedTwice bool
@@ -70,8 +70,8 @@ func TestVerifiedRefusesWhenTakenMeanwhile(t *testing.T) {
 	if !verifiedTwice {
 		t.Fatal("a second Verified reported false")
 	}
-	if c.get("per-client", httplimit.Admitted) != 1 || c.get("per-client", httplimit.Refused) != 1 {
-		t.Fatalf("counts %v", c.n)
+	if c.Get("per-client", httplimit.Admitted) != 1 || c.Get("per-client", httplimit.Refused) != 1 {
+		t.Fatalf("counts %v", &c)
 	}
 }
 
