@@ -621,3 +621,33 @@ func TestStoreLimitsReturn(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnThroughChainedInterceptors: Return gives back the reservations
+// of every Interceptor the call went through, not only the innermost one;
+// without an Interceptor, Return and Verified do nothing.
+func TestReturnThroughChainedInterceptors(t *testing.T) {
+	clk := newClock()
+	outer := mustNew(t, []grpclimit.Limit{grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("api-key"), grpclimit.Name("outer"))})
+	inner := mustNew(t, []grpclimit.Limit{grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("api-key"), grpclimit.Name("inner"))})
+	s := &server{}
+	client := serve(t, inner, s, outer.ServerOptions()...)
+
+	for i := range 3 {
+		if err := check(t, client, svcReturn, "api-key", "k1"); err != nil {
+			t.Fatalf("call %d after Return: %v; want both limits given back", i, err)
+		}
+	}
+	if got := s.ran(svcReturn); got != 3 {
+		t.Fatalf("handler ran %d times; want 3", got)
+	}
+	// Without Return, the second call is refused, by the outer limit first.
+	if err := check(t, client, "", "api-key", "k2"); err != nil {
+		t.Fatalf("first call of k2: %v", err)
+	}
+	refusal(t, check(t, client, "", "api-key", "k2"), "outer")
+
+	grpclimit.Return(context.Background())
+	if err := grpclimit.Verified(context.Background()); err != nil {
+		t.Fatalf("Verified without an Interceptor: %v; want nil", err)
+	}
+}
