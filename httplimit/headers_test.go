@@ -172,3 +172,19 @@ func TestHeadersSeveralLimits(t *testing.T) {
 		t.Fatalf("Slots sent %v", w.Header())
 	}
 }
+
+// TestLegacyHeadersAfterVerified: the X-RateLimit-* fields of a
+// DecideAfterVerify limit come with the event Verified takes.
+func TestLegacyHeadersAfterVerified(t *testing.T) {
+	p := newPace(t, 2, newClock())
+	m := mustNew(t, []httplimit.Limit{
+		httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name("v"), httplimit.DecideAfterVerify()),
+	}, httplimit.LegacyHeaders())
+	w := serve(m.Wrap(tokenHandler(nil, true)), tokenRequest("192.0.2.1", "id", "right"))
+	if w.Code != 200 {
+		t.Fatalf("status %d; want 200", w.Code)
+	}
+	if w.Header().Get("X-RateLimit-Limit") != "2" || w.Header().Get("X-RateLimit-Remaining") != "1" || w.Header().Get("X-RateLimit-Reset") != "1" {
+		t.Fatalf("legacy headers %v: want the verified limit's", w.Header())
+	}
+}
