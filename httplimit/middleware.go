@@ -280,18 +280,16 @@ func (c *call) verified(w http.ResponseWriter, r *http.Request) bool {
 		return t.Verify()
 	}
 	ok := t.Verify()
+	hdr := w.Header()
 	t.mu.Lock()
 	rl := t.rateLimit(&c.field)
 	refused := t.outcome == Refused
+	if t.l.cfg.legacy {
+		t.legacy(hdr)
+	}
 	t.mu.Unlock()
-	hdr := w.Header()
 	if rl != nil {
 		hdr["Ratelimit"] = rl[:len(rl):len(rl)]
-	}
-	if t.l.cfg.legacy {
-		t.mu.Lock()
-		t.legacy(hdr)
-		t.mu.Unlock()
 	}
 	if ok || !refused {
 		return ok
