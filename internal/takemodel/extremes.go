@@ -72,8 +72,7 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 			}
 			return
 		}
-		if got == nil || got.Gen != want.Gen || got.Born != want.Born || got.MemoAt != want.MemoAt ||
-			got.MemoReserved != want.MemoReserved || got.MemoGen != want.MemoGen || !slices.Equal(got.TATs, want.TATs) {
+		if !same(got, want) {
 			t.Fatalf("seed %d step %d at %d: after %s stored %+v; reference %+v", seed, step, at, what, got, *want)
 		}
 	}

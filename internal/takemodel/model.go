@@ -52,6 +52,12 @@ func (st *State) Live(now time.Duration) bool {
 // Last returns the latest arrival time: when the key is full again.
 func (st *State) Last() time.Duration { return slices.Max(st.TATs) }
 
+// same reports whether got is a stored state equal to want, field by field.
+func same(got, want *State) bool {
+	return got != nil && got.Gen == want.Gen && got.Born == want.Born && got.MemoAt == want.MemoAt &&
+		got.MemoReserved == want.MemoReserved && got.MemoGen == want.MemoGen && slices.Equal(got.TATs, want.TATs)
+}
+
 // read returns the arrival times of the first n shapes; a shape the key
 // holds none for is full (now).
 func (st *State) read(n int, now time.Duration) []time.Duration {

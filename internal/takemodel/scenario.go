@@ -135,8 +135,7 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 			}
 			return
 		}
-		if got == nil || got.Gen != want.Gen || got.Born != want.Born || got.MemoAt != want.MemoAt || got.MemoReserved != want.MemoReserved ||
-			got.MemoGen != want.MemoGen || !slices.Equal(got.TATs, want.TATs) {
+		if !same(got, want) {
 			t.Fatalf("seed %d step %d at %d: after %s key %s stored %+v; reference %+v", seed, step, at, what, k, got, *want)
 		}
 	}
