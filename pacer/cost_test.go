@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ratepace/pace/internal/fakeclock"
 )
@@ -104,4 +105,12 @@ func ownInWindow(p *Pacer) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return int(p.own.counted() + 0.5)
+}
+
+// TestPacerSize pins the size the Pacer's godoc states, about 12 KiB: its
+// record of the window is a fixed ring, so that the size is the struct's.
+func TestPacerSize(t *testing.T) {
+	if n := unsafe.Sizeof(Pacer{}); n < 10<<10 || n > 14<<10 {
+		t.Fatalf("a Pacer takes %d bytes; its godoc says about 12 KiB", n)
+	}
 }

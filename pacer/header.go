@@ -230,17 +230,17 @@ func parseIETF(h http.Header, s *Signal) {
 		if ok {
 			for _, it := range items {
 				var p policy
-				if q, ok := it.intParam("q"); ok && q >= 0 {
+				if q, ok := it.IntParam("q"); ok && q >= 0 {
 					p.q, p.hasQ = q, true
 				}
-				if w, ok := it.intParam("w"); ok && w > 0 {
+				if w, ok := it.IntParam("w"); ok && w > 0 {
 					p.w = w
 				}
 				if !p.hasQ {
 					continue
 				}
-				if _, dup := policies[it.name]; !dup {
-					policies[it.name] = p
+				if _, dup := policies[it.Text]; !dup {
+					policies[it.Text] = p
 				}
 				// Without a service limit, the slowest policy binds.
 				if !haveBest || rateOf(p.q, p.w) < rateOf(best.q, best.w) {
@@ -255,13 +255,13 @@ func parseIETF(h http.Header, s *Signal) {
 			var r, t int64
 			var name string
 			for _, it := range items {
-				ri, ok := it.intParam("r")
+				ri, ok := it.IntParam("r")
 				if !ok || ri < 0 {
 					continue
 				}
-				ti, _ := it.intParam("t")
+				ti, _ := it.IntParam("t")
 				if !found || ri < r {
-					r, t, name, found = ri, ti, it.name, true
+					r, t, name, found = ri, ti, it.Text, true
 				}
 			}
 			if found {

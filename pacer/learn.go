@@ -364,34 +364,46 @@ func earliest(a, b time.Time) time.Time {
 // may have lost a client, and only a refusal says how far it may go.
 const probeStep = 0.1
 
-// refusalsOnly learns from a server that reports no count, only a
-// Retry-After on refusals, how many calls its window allows this client:
+// refusalsOnly is what a server that reports no count, only a Retry-After
+// on refusals, taught a Pacer: the calls accepted since from (the first
+// after a refusal), and the rate the latest refusal allowed this client, in
+// calls per second over a window of span, read at at (zero: none yet). It
+// is owned by one Pacer and used under its lock.
+type refusalsOnly struct {
+	streak  float64
+	from    time.Time
+	implied float64
+	span    time.Duration
+	at      time.Time
+}
+
+// observe learns how many calls the server's window allows this client:
 // the calls accepted since the previous refusal, over the time from the
 // first of them to the end of this refusal's Retry-After (when the window
 // that refused them ends). Each refusal replaces the reading, so that a
 // client that got more than its share learns the lower rate at its next
-// refusal. It must be called with p.mu held.
-func (p *Pacer) refusalsOnly(now time.Time, s Signal) {
+// refusal.
+func (r *refusalsOnly) observe(now time.Time, s Signal) {
 	if !s.Throttled {
-		if p.streak == 0 {
-			p.streakFrom = now
+		if r.streak == 0 {
+			r.from = now
 		}
-		p.streak++
+		r.streak++
 		return
 	}
-	if span := now.Add(s.RetryAfter).Sub(p.streakFrom); s.RetryAfter > 0 && p.streak >= 2 && span > 0 {
-		p.implied, p.span, p.impliedAt = p.streak/span.Seconds(), span, now
+	if span := now.Add(s.RetryAfter).Sub(r.from); s.RetryAfter > 0 && r.streak >= 2 && span > 0 {
+		r.implied, r.span, r.at = r.streak/span.Seconds(), span, now
 	}
-	p.streak = 0
+	r.streak = 0
 }
 
-// impliedRate is the rate refusals alone allow at now, in calls per
-// second: the latest reading, plus probeStep calls per window for every
-// window since (zero before any reading).
-func (p *Pacer) impliedRate(now time.Time) float64 {
-	if p.implied <= 0 {
+// rate is the rate refusals alone allow at now, in calls per second: the
+// latest reading, plus probeStep calls per window for every window since
+// (zero before any reading).
+func (r *refusalsOnly) rate(now time.Time) float64 {
+	if r.implied <= 0 {
 		return 0
 	}
-	w := p.span.Seconds()
-	return p.implied + probeStep*now.Sub(p.impliedAt).Seconds()/(w*w)
+	w := r.span.Seconds()
+	return r.implied + probeStep*now.Sub(r.at).Seconds()/(w*w)
 }

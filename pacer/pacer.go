@@ -107,15 +107,7 @@ type Pacer struct {
 	own     own              // this client's calls counted within the window, and in flight
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
-	// What refusals alone taught, on a server that sends no count: the
-	// calls accepted since streakFrom (the first after a refusal), and
-	// the rate the latest refusal allowed this client, in calls per
-	// second over a window of span, read at impliedAt (zero: none yet).
-	streak     float64
-	streakFrom time.Time
-	implied    float64
-	span       time.Duration
-	impliedAt  time.Time
+	ro      refusalsOnly     // what refusals alone taught, on a server that sends no count
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -302,7 +294,7 @@ func (p *Pacer) Observe(s Signal) {
 		p.remaining, p.resetAt = float64(s.Remaining), now.Add(s.Reset)
 	}
 	if p.limit <= 0 && !s.HasUsed && !s.HasRemaining {
-		p.refusalsOnly(now, s)
+		p.ro.observe(now, s)
 	}
 	if !s.Throttled {
 		p.strikes = 0
@@ -424,8 +416,8 @@ func (p *Pacer) holdUntil(t, now time.Time) {
 // spread is the interval over which a client resumes after a refusal: its
 // own gap, bounded by the maximum delay.
 func (p *Pacer) spread() time.Duration {
-	if p.rate <= 0 && p.implied > 0 {
-		return time.Duration(float64(time.Second) / p.implied)
+	if p.rate <= 0 && p.ro.implied > 0 {
+		return time.Duration(float64(time.Second) / p.ro.implied)
 	}
 	if p.rate <= 0 {
 		return p.window / periods
@@ -548,7 +540,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
 		}
-		if r := p.impliedRate(now); r > 0 {
+		if r := p.ro.rate(now); r > 0 {
 			return time.Duration(float64(time.Second) / (p.cfg.target * r))
 		}
 		return 0

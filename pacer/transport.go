@@ -25,9 +25,6 @@ func Transport(base http.RoundTripper, p *Pacer) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if p == nil {
-		return &transport{base: base, pick: func(*http.Request) *Pacer { return nil }}
-	}
 	return &transport{base: base, pick: func(*http.Request) *Pacer { return p }}
 }
 

@@ -296,3 +296,25 @@ func TestWaitUnderCancelsAndRetryAfters(t *testing.T) {
 		t.Fatalf("%d of %d callers went; want a good part of them", went, n)
 	}
 }
+
+// Reserve's slots do not move, but a Retry-After observed while some are
+// still ahead holds every call booked after it: none of the next ones comes
+// before the Retry-After ends, however many were booked ahead of it.
+func TestRetryAfterHoldsReservesBookedAfterIt(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c, pacer.WithWindow(time.Second))
+	p.Observe(state(100, 90))
+	for i := 0; i < 5; i++ {
+		p.Reserve()
+	}
+	if d := p.Reserve(); d <= 0 {
+		t.Fatalf("sixth call booked on a busy key: Reserve() = %v; want a slot ahead (the test needs some)", d)
+	}
+	const ra = 3 * time.Second
+	p.Observe(pacer.Signal{Limit: 100, Used: 100, HasUsed: true, RetryAfter: ra, Throttled: true})
+	for i := 0; i < 20; i++ {
+		if d := p.Reserve(); d < ra {
+			t.Fatalf("call %d booked after a Retry-After of %v: Reserve() = %v; want >= %v", i, ra, d, ra)
+		}
+	}
+}
