@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,7 +101,7 @@ func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Conte
 // two in one run.
 func BenchmarkTake(b *testing.B) {
 	s, c := newTestStore(b)
-	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err
@@ -111,7 +112,7 @@ func BenchmarkTake(b *testing.B) {
 // the difference is the per-call cost of hashing the key.
 func BenchmarkTakeHashedKeys(b *testing.B) {
 	s, c := newTestStore(b, WithHashedKeys([]byte(testSecret)))
-	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err
