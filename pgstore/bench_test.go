@@ -3,13 +3,13 @@ package pgstore
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
@@ -17,27 +17,13 @@ import (
 // over, so that they measure decisions on many rows, not one hot row.
 const benchKeys = 10000
 
-func benchKeySet(b *testing.B) []string {
-	b.Helper()
-	keys := make([]string, benchKeys)
-	seen := make(map[string]bool, benchKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("bench:%d", i)
-		seen[keys[i]] = true
-	}
-	if len(seen) != benchKeys {
-		b.Fatalf("%d distinct keys, want %d", len(seen), benchKeys)
-	}
-	return keys
-}
-
 // benchStore runs f as sub-benchmarks for three configurations (logged
 // tables with the default asynchronous commit, unlogged tables, and logged
 // tables with WithSynchronousCommit(true), one WAL flush per call) and for 1
 // and 16 concurrent callers. Each call of f decides once on one key.
 func benchStore(b *testing.B, f func(s *Store, ctx context.Context, key string) error) {
 	pool := newPool(b, 32)
-	keys := benchKeySet(b)
+	keys := benchkit.Keys(b, benchKeys)
 	ctx := context.Background()
 	for _, tables := range []string{"logged", "unlogged", "synccommit"} {
 		s, _ := newTestStore(b, pool, WithUnlogged(tables == "unlogged"), WithSynchronousCommit(tables == "synccommit"))
@@ -148,7 +134,7 @@ func BenchmarkTake(b *testing.B) {
 // per call, decisions/s counts keys.
 func BenchmarkTakeMany64(b *testing.B) {
 	shapes := []pace.Bucket{takemodel.MustBucket(b, 100, 100, 1)}
-	keys := benchKeySet(b)
+	keys := benchkit.Keys(b, benchKeys)
 	batch := make([]string, 64)
 	out := make([]pace.Grant, 64)
 	var next atomic.Uint64

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,10 +46,7 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 // fails unless every call was admitted without error (so the benchmark
 // measured the path it names).
 func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Context, key string) (bool, error)) {
-	keys := make([]string, benchKeys)
-	for i := range keys {
-		keys[i] = "bench:" + strconv.Itoa(i)
-	}
+	keys := benchkit.Keys(b, benchKeys)
 	ctx := context.Background()
 	for _, callers := range []int{1, 16} {
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
