@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/takemodel"
 )
 
 // t0 is the fake clock's starting instant: 2026-01-01T00:00:00Z.
@@ -280,7 +281,7 @@ func TestNamespacesAndDelete(t *testing.T) {
 	if err := s.Set(ctx, k, []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.Take(ctx, k, []pace.Bucket{mustBucket(t, 1, 1, 1)}); err != nil || !g.OK {
+	if g, err := s.Take(ctx, k, []pace.Bucket{takemodel.MustBucket(t, 1, 1, 1)}); err != nil || !g.OK {
 		t.Fatalf("Take = %+v, %v", g, err)
 	}
 	expectRows(t, pool, schema, 1, "one call of each kind")
@@ -487,7 +488,7 @@ func TestBoundedGrowth(t *testing.T) {
 		keys = 600
 		live = 20 // keys alive at any time: each lives 20 steps of 1ms
 	)
-	fiftyPerSecond := []pace.Bucket{mustBucket(t, 1, 50, 1)} // full again after 20ms
+	fiftyPerSecond := []pace.Bucket{takemodel.MustBucket(t, 1, 50, 1)} // full again after 20ms
 	maxRows := map[string]int64{}
 	for i := range keys {
 		k := "k" + strconv.Itoa(i)

@@ -14,15 +14,6 @@ import (
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
-func mustBucket(t testing.TB, capacity, perSecond, cost float64) pace.Bucket {
-	t.Helper()
-	b, err := pace.NewBucket(capacity, perSecond, cost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // readTake returns the stored state of key in the takes table, or nil.
 func readTake(t *testing.T, s *Store, schema, key string) *takemodel.State {
 	t.Helper()
@@ -69,7 +60,7 @@ func TestTakeInvalidArguments(t *testing.T) {
 	pool := testPool(t)
 	s, schema := newTestStore(t, pool)
 	ctx := context.Background()
-	ok := mustBucket(t, 5, 5, 1)
+	ok := takemodel.MustBucket(t, 5, 5, 1)
 	for name, err := range takemodel.InvalidCalls(s) {
 		if !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: %v; want an error wrapping ErrInvalidArgument", name, err)
@@ -94,7 +85,7 @@ func TestTakeDatabaseClock(t *testing.T) {
 	pool := testPool(t)
 	s, schema := newTestStore(t, pool)
 	ctx := context.Background()
-	perSecond, perMinute := mustBucket(t, 5, 5, 1), mustBucket(t, 20, 20.0/60, 1)
+	perSecond, perMinute := takemodel.MustBucket(t, 5, 5, 1), takemodel.MustBucket(t, 20, 20.0/60, 1)
 	const id = "client-42@203.0.113.7"
 	before := databaseNow(t, pool, schema)
 	g, err := s.Take(ctx, id, []pace.Bucket{perSecond, perMinute})
@@ -129,7 +120,7 @@ func TestTakeManyDeadlockFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shapes := []pace.Bucket{mustBucket(t, 40, 40.0/3600, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 40, 40.0/3600, 1)}
 	keys := make([]string, 30)
 	for i := range keys {
 		keys[i] = fmt.Sprint("k", i)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
+	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,13 +46,7 @@ func BenchmarkAcquireSlotBurst(b *testing.B) {
 // fails unless every call was admitted without error (so the benchmark
 // measured the path it names).
 func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Context, key string) (bool, error)) {
-	keys := make([]string, benchKeys)
-	for i := range keys {
-		keys[i] = "bench:" + strconv.Itoa(i)
-	}
-	if len(keys) != benchKeys {
-		b.Fatalf("%d keys; want %d", len(keys), benchKeys)
-	}
+	keys := benchkit.Keys(b, benchKeys)
 	ctx := context.Background()
 	for _, callers := range []int{1, 16} {
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
@@ -100,7 +96,7 @@ func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Conte
 // two in one run.
 func BenchmarkTake(b *testing.B) {
 	s, c := newTestStore(b)
-	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err
@@ -111,7 +107,7 @@ func BenchmarkTake(b *testing.B) {
 // the difference is the per-call cost of hashing the key.
 func BenchmarkTakeHashedKeys(b *testing.B) {
 	s, c := newTestStore(b, WithHashedKeys([]byte(testSecret)))
-	shapes := []pace.Bucket{mustBucket(b, 1e6, 1e6, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err

@@ -75,7 +75,7 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 	clock := newFakeClock()
 	s, c := newTestStore(t, withClock(clock.Now))
 	ctx := context.Background()
-	slow, free := mustBucket(t, 10, 1, 1), mustBucket(t, 100, 1e6, 0)
+	slow, free := takemodel.MustBucket(t, 10, 1, 1), takemodel.MustBucket(t, 100, 1e6, 0)
 	var m takemodel.Model
 	step := func(what string, shapes []pace.Bucket) {
 		t.Helper()

@@ -16,22 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func mustBucket(t testing.TB, capacity, perSecond, cost float64) pace.Bucket {
-	t.Helper()
-	b, err := pace.NewBucket(capacity, perSecond, cost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestTakeInvalidArguments checks that out-of-range arguments return an
 // error wrapping ErrInvalidArgument and write nothing, and that a closed
 // Store returns ErrClosed.
 func TestTakeInvalidArguments(t *testing.T) {
 	s, c := newTestStore(t)
 	ctx := context.Background()
-	ok := mustBucket(t, 5, 5, 1)
+	ok := takemodel.MustBucket(t, 5, 5, 1)
 	for name, err := range takemodel.InvalidCalls(s) {
 		if !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: %v; want an error wrapping ErrInvalidArgument", name, err)
@@ -62,7 +53,7 @@ func TestTakeInvalidArguments(t *testing.T) {
 func TestTakeServerClock(t *testing.T) {
 	s, c := newTestStore(t)
 	ctx := context.Background()
-	perSecond, perMinute := mustBucket(t, 5, 5, 1), mustBucket(t, 20, 20.0/60, 1)
+	perSecond, perMinute := takemodel.MustBucket(t, 5, 5, 1), takemodel.MustBucket(t, 20, 20.0/60, 1)
 	before, err := c.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +84,7 @@ func TestTakeServerClock(t *testing.T) {
 func TestTakeAllOrNothing(t *testing.T) {
 	s, _ := newTestStore(t)
 	ctx := context.Background()
-	three, ten := mustBucket(t, 3, 3.0/3600, 1), mustBucket(t, 10, 10.0/3600, 1)
+	three, ten := takemodel.MustBucket(t, 3, 3.0/3600, 1), takemodel.MustBucket(t, 10, 10.0/3600, 1)
 	for i := range 5 {
 		g, err := s.Take(ctx, "k", []pace.Bucket{three, ten})
 		if err != nil || g.OK != (i < 3) {
@@ -105,7 +96,7 @@ func TestTakeAllOrNothing(t *testing.T) {
 	}
 	// Under a roomy first shape, the second shows what it kept: 3 of 10
 	// taken, then this one.
-	roomy := mustBucket(t, 1e6, 1, 1)
+	roomy := takemodel.MustBucket(t, 1e6, 1, 1)
 	g, err := s.Take(ctx, "k", []pace.Bucket{roomy, ten})
 	if err != nil || !g.OK || g.Remaining != 6 {
 		t.Fatalf("Take under a roomy first shape = %+v, %v; want OK with 6 left of 10 (refusals debited nothing)", g, err)
@@ -125,7 +116,7 @@ func TestTakeConcurrentRefunds(t *testing.T) {
 	t.Cleanup(func() { c2.Close() })
 	s2 := mustNew(t, c2, WithPrefix(s1.keys.prefix))
 	stores := []*Store{s1, s2}
-	shapes := []pace.Bucket{mustBucket(t, 7, 7.0/3600, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 7, 7.0/3600, 1)}
 	ctx := context.Background()
 
 	race := func() (got []pace.Receipt, wait time.Duration) {
@@ -181,7 +172,7 @@ func TestTakeConcurrentRefunds(t *testing.T) {
 // and 7 more are admitted.
 func TestTakeRefundsInReverseAreExact(t *testing.T) {
 	s, c := newTestStore(t)
-	shapes := []pace.Bucket{mustBucket(t, 7, 7.0/3600, 1), mustBucket(t, 100, 1, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 7, 7.0/3600, 1), takemodel.MustBucket(t, 100, 1, 1)}
 	ctx := context.Background()
 	for round := range 2 {
 		var receipts []pace.Receipt
@@ -213,7 +204,7 @@ func TestTakeManyOneScriptCall(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := mustNew(t, c)
 	ctx := context.Background()
-	shapes := []pace.Bucket{mustBucket(t, 2, 2.0/3600, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 2, 2.0/3600, 1)}
 	keys := make([]string, 100)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i%50) // each key twice
@@ -265,7 +256,7 @@ func TestTakeManyAfterScriptFlush(t *testing.T) {
 	t.Cleanup(func() { ring.Close() })
 	s := mustNew(t, ring)
 	ctx := context.Background()
-	shapes := []pace.Bucket{mustBucket(t, 1, 1.0/3600, 1)}
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 1, 1.0/3600, 1)}
 	keys := make([]string, 40)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%d", i)

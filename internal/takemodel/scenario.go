@@ -336,3 +336,14 @@ func WriteAll(t *testing.T, s pace.Store, key string) []pace.Bucket {
 	}
 	return shapes
 }
+
+// MustBucket returns pace.NewBucket(capacity, perSecond, cost), failing tb
+// on an error: the stores' tests build their shapes with it.
+func MustBucket(tb testing.TB, capacity, perSecond, cost float64) pace.Bucket {
+	tb.Helper()
+	b, err := pace.NewBucket(capacity, perSecond, cost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
