@@ -1,6 +1,7 @@
 package pacer
 
 import (
+	"math"
 	"time"
 )
 
@@ -21,7 +22,21 @@ type learner struct {
 	period  time.Duration // how far the reset instant moved when the window turned over
 
 	instant time.Time // the latest reset instant (response time + Reset)
-	fixed   bool      // the count dropped when a stable reset instant passed
+	// The reset instant stays put while the count rises, as a fixed
+	// window's does: anchor is the instant as first named (later ones
+	// within instantSlack are the same), at namedAt; far reports whether
+	// a response named it at least minReading ahead, and stayed whether
+	// the latest response named it again with a count no lower.
+	anchor  time.Time
+	namedAt time.Time
+	far     bool
+	stayed  bool
+	fixed   bool // the count dropped when a stable reset instant passed
+	// confirmed reports whether, since the window was recognised as
+	// fixed, a turnover moved the instant on by a whole number of
+	// periods, or an instant stayed put a quarter period while the count
+	// rose: a sliding log emptied at once by a burst looks fixed once.
+	confirmed bool
 	// boundary is, for a fixed window, the start of the server's current
 	// window: this client's calls before it no longer count.
 	boundary time.Time
@@ -77,6 +92,13 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// than twice that, seen within a second before it, passed too
 		// (only a window turning over moves it that far at once).
 		passed := !now.Before(l.instant) || (jump > 2*instantSlack && jump >= l.longest/2 && !now.Before(l.instant.Add(-instantSlack)))
+		// An instant that stayed put while the count rose, then moved on
+		// by less than two windows (the longest reading is one at most)
+		// as the count dropped, moved on by one window, seen up to half
+		// a window late (a sliding-window counter still weighs the
+		// previous window by more than half then, and its count does not
+		// drop by half).
+		oneWindow := l.stayed && now.Sub(l.instant) <= jump/2 && jump >= l.longest/2 && jump < 2*l.longest-instantSlack
 		if !l.instant.IsZero() && passed && jump > instantSlack {
 			// Seen soon after it passed, the move is a window (a fixed
 			// window turned over there, or a counter expired a window
@@ -92,7 +114,10 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 					l.boundary = b
 				}
 				p.forgetBefore(earliest(l.boundary, now))
-			} else if now.Sub(l.instant) <= jump/4 && jump >= l.longest/2 {
+				if k := math.Round(float64(jump) / float64(l.period)); k >= 1 && math.Abs(float64(jump)-k*float64(l.period)) <= float64(instantSlack) {
+					l.confirmed = true
+				}
+			} else if (now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && p.droppedTo(s)) {
 				l.period = jump
 				if p.droppedTo(s) {
 					if !l.fixed {
@@ -103,7 +128,18 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 				}
 			}
 		}
+		used, _, ok := p.countOf(s)
+		same := !l.anchor.IsZero() && at.Sub(l.anchor) <= instantSlack && l.anchor.Sub(at) <= instantSlack
+		l.stayed = same && l.far && ok && p.hasUsed && used >= p.used
+		l.far = (same && l.far) || s.Reset >= minReading
+		if !same {
+			l.anchor, l.namedAt = at, now
+		} else if l.stayed && l.fixed && l.period > 0 && now.Sub(l.namedAt) >= l.period/4 && !l.namedAt.Before(l.boundary) {
+			l.confirmed = true
+		}
 		l.instant = at
+	} else {
+		l.stayed, l.far = false, false
 	}
 	if d := max(reading, s.RetryAfter); d >= minReading && d > l.longest {
 		l.longest = d
@@ -257,6 +293,12 @@ func (p *Pacer) refused(now time.Time, s Signal) {
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
 		return
 	}
+	if s.RetryAfter <= 0 && p.heldFull(now) {
+		// No Retry-After, and a reset that has named the same instant
+		// while the count rose to the limit: a full fixed window, not a
+		// misreading.
+		return
+	}
 	if s.Reset >= minReading && s.Reset >= p.window*9/10 && s.Reset <= p.window && s.RetryAfter >= s.Reset/2 {
 		// The refusal itself reads the window believed, and asks to
 		// wait about as long: the window is full, not misread. (A
@@ -334,6 +376,24 @@ func (p *Pacer) untilTurnover(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return l.instant.Sub(now), true
+}
+
+// heldFull reports whether the latest response named the reset instant
+// this client's responses have named, with the count rising, for at least
+// twice instantSlack: a fixed window full until that instant. (A token
+// bucket's time to full, written to the second, names the same second
+// for a moment as its count rises, never that long.)
+func (p *Pacer) heldFull(now time.Time) bool {
+	return p.lw.stayed && now.Sub(p.lw.namedAt) >= 2*instantSlack
+}
+
+// fixedSure reports whether the window is known to be fixed, with a
+// period longer than the rounding of whole-second resets can fake (twice
+// instantSlack): a sliding window of a second or two, its reset written
+// in whole seconds, shows jumps of its instant and drops of its count
+// that look like a fixed window's turnovers.
+func (p *Pacer) fixedSure() bool {
+	return p.lw.fixed && p.lw.period > 2*instantSlack
 }
 
 // forgetBefore drops this client's counted calls made before t, when a

@@ -63,3 +63,34 @@ func TestLowCountAtCeilingShortensWindow(t *testing.T) {
 		t.Fatalf("window after 40 calls that a 20-call bucket never counted past 1 = %v; want 15s or less", w)
 	}
 }
+
+// TestFullFixedWindowWithoutRetryAfterIsWaitedOut: a fixed window of 10
+// s, limit 5, that sends no Retry-After. The reset instant this client
+// was told at the start of the window is still the one named when it is
+// refused 5 s later, the count having risen to the limit: the window is
+// full until then. The client waits for it rather than backing off by
+// W/60 into the same full window, and keeps the window of 10 s the resets
+// read rather than doubling it as a misreading.
+func TestFullFixedWindowWithoutRetryAfterIsWaitedOut(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	end := ownT0.Add(10 * time.Second)
+	// Five calls go at once on the idle key, the fifth filling it.
+	for i := int64(1); i <= 5; i++ {
+		p.Reserve()
+		c.Advance(10 * time.Millisecond)
+		p.Observe(Signal{Limit: 5, Remaining: 5 - i, HasRemaining: true, Reset: end.Sub(c.Now())})
+	}
+	c.Set(ownT0.Add(5 * time.Second))
+	p.Reserve()
+	p.Observe(Signal{Limit: 5, Remaining: 0, HasRemaining: true, Reset: end.Sub(c.Now()), Throttled: true})
+	p.mu.Lock()
+	hold, w := p.hold, p.window
+	p.mu.Unlock()
+	if hold.Before(end) {
+		t.Errorf("refused 5 s into a full window that ends at 10 s: held until %v; want 10s or later", hold.Sub(ownT0))
+	}
+	if w < 9*time.Second || w > 11*time.Second {
+		t.Errorf("window after the refusal = %v; want the 10 s the resets read", w)
+	}
+}

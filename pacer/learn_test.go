@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/pacer"
 )
 
@@ -156,4 +157,55 @@ func TestRefusalsAloneTeachTheRate(t *testing.T) {
 	if n > 40 || n < 34 {
 		t.Fatalf("calls booked in the window after the refusal = %d; want 34..40 (about 0.95 of the 40 the window took)", n)
 	}
+}
+
+// TestRefusedSlowClientReturnsAfterTurnover: a client of a clock-aligned
+// fixed window of 10 s that calls about once a window, refused just
+// before the window turns over, calls again within its own point after
+// the turnover. A gap after the refused call (which spent nothing) would
+// put it near the same late point of the next window, which fills before
+// it, every window.
+func TestRefusedSlowClientReturnsAfterTurnover(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	// The window [0, 10 s) is full when this client first calls.
+	turnOver10s(c, p, 5, 5, 2)
+	call(c, p, t0.Add(19*time.Second), pacer.Signal{Limit: 5, Remaining: 0, HasRemaining: true, Reset: time.Second, RetryAfter: time.Second, Throttled: true})
+	got := c.Now().Add(p.Reserve())
+	turn := t0.Add(20 * time.Second)
+	if got.Before(turn) || got.After(turn.Add(5*time.Second)) {
+		t.Fatalf("refused 1 s before a 10 s window turns over: next call at %v; want within half a window after the turnover at 20s", got.Sub(t0))
+	}
+}
+
+// TestSlotPastFullFixedWindowWaitsForTurnover: on a fixed window of 10 s
+// that others fill at about 3 calls a second, a client that calls about
+// once a second books its next call for a point of the window that the
+// count will have filled before it: the call goes after the turnover
+// instead, rather than into a refusal.
+func TestSlotPastFullFixedWindowWaitsForTurnover(t *testing.T) {
+	c := newFakeClock(t0)
+	p := newPacer(c)
+	turnOver10s(c, p, 30, 20, 2)
+	call(c, p, t0.Add(18*time.Second), pacer.Signal{Limit: 30, Remaining: 3, HasRemaining: true, Reset: 2 * time.Second})
+	if got := c.Now().Add(p.Reserve()); got.Before(t0.Add(20 * time.Second)) {
+		t.Fatalf("next call on a window three calls from full, 2 s before it turns over = %v; want after the turnover at 20s", got.Sub(t0))
+	}
+}
+
+// turnOver10s shows p a fixed window of 10 s: a count of used0 at 0.1 s,
+// then a count of used1 at 10.1 s, after the window turned over at the
+// instant named.
+func turnOver10s(c *fakeclock.Clock, p *pacer.Pacer, limit, used0, used1 int64) {
+	for i, used := range []int64{used0, used1} {
+		at := t0.Add(time.Duration(i)*10*time.Second + 100*time.Millisecond)
+		call(c, p, at, pacer.Signal{Limit: limit, Remaining: limit - used, HasRemaining: true, Reset: 9900 * time.Millisecond})
+	}
+}
+
+// call has p make a call at at whose response says s.
+func call(c *fakeclock.Clock, p *pacer.Pacer, at time.Time, s pacer.Signal) {
+	c.Set(at)
+	p.Reserve()
+	p.Observe(s)
 }

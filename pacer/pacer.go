@@ -49,6 +49,14 @@ const (
 	// smoothing is the time constant, in windows, of the estimate of the
 	// other clients' rate.
 	smoothing = 1.0 / 12
+	// settle is how long, in windows, after a fixed window's turnover a
+	// client that calls less than sparseCalls times a window takes to
+	// grow its rate at the full step (see settled).
+	settle = 0.25
+	// sparseCalls: a client that calls fewer times a window than this
+	// gets too few counts to correct its estimate of the others within a
+	// fixed window (twice per time constant of the estimate, smoothing).
+	sparseCalls = 24
 	// skipBelow: a sample of the others' arrivals below −skipBelow times
 	// the expected number is taken for a reconstruction error and skipped.
 	skipBelow = 0.25
@@ -311,7 +319,20 @@ func (p *Pacer) Observe(s Signal) {
 		p.rate *= throttleCut
 		p.clampRate()
 	}
+	if _, ok := p.untilTurnover(now); ok && p.fixedSure() && !p.last.After(now) {
+		// A fixed window full until it turns over: the next call goes
+		// at this client's point after the turnover, not a gap after
+		// the refused one (a client that calls about once a window
+		// would come back at the same late point of every window, and
+		// find it full every time).
+		p.last = time.Time{}
+	}
 	wait := s.RetryAfter
+	if wait <= 0 && p.heldFull(now) {
+		// No Retry-After, but a fixed window full until the instant
+		// its reset has named for a while.
+		wait = s.Reset
+	}
 	if wait <= 0 {
 		wait = p.window / periods << min(p.strikes, 10)
 		if m := p.maxDelay(); wait > m {
@@ -377,6 +398,22 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		p.rate = head / p.window.Seconds()
 		p.clampRate()
 	}
+}
+
+// settled returns the fraction, from 0 to 1, of its step by which the
+// rate may grow at t. The estimate of the others restarts at a fixed
+// window's turnover from the count since (near nothing), and a client
+// that calls a few times a window sees little else before the window is
+// full: every client, taking the others for gone, would grow its rate at
+// every turnover, and the window would fill early with the refusals of
+// those who call late. On a confirmed fixed window, such a client grows
+// in proportion to the time since the turnover, at the full step from
+// settle windows on. It must be called with p.mu held.
+func (p *Pacer) settled(t time.Time) float64 {
+	if !p.fixedSure() || !p.lw.confirmed || p.lw.boundary.IsZero() || p.rate*p.window.Seconds() >= sparseCalls {
+		return 1
+	}
+	return math.Min(1, math.Max(0, t.Sub(p.lw.boundary).Seconds()/(settle*p.window.Seconds())))
 }
 
 // othersRate is the other clients' current rate, as the reconstruction
@@ -449,6 +486,17 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	slot := p.lastSlot().Add(p.gap(now))
 	if b := now.Add(p.barrier(now)); slot.Before(b) {
 		slot = b
+	}
+	if d, ok := p.untilTurnover(now); ok && p.fixedSure() && p.limit > 0 && p.rate*p.window.Seconds() < sparseCalls {
+		// A fixed window predicted full by the time of the slot (a
+		// client that calls a few times a window books its next call
+		// far ahead, where the barrier, checked now, does not look):
+		// the call goes after the turnover, at this client's point.
+		if turn := now.Add(d); slot.Before(turn) {
+			if u, ok := p.predictedUsed(slot); ok && p.limit-u < 1 {
+				slot = turn.Add(time.Duration(p.lw.phase * float64(p.spread())))
+			}
+		}
 	}
 	if slot.Before(p.hold) {
 		slot = p.hold
@@ -648,7 +696,7 @@ func (p *Pacer) control(now time.Time) {
 			case x > target:
 				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
 			case !p.waited().Before(p.ctlAt):
-				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods
+				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods * p.settled(end)
 			}
 			p.clampRate()
 		}
