@@ -218,8 +218,14 @@ func (p *Pacer) bucketLike(now time.Time, s Signal) {
 	}
 	l.interval = max(l.interval, q)
 	moved := time.Duration(used*float64(l.interval)) - l.matchQ
-	if l.matches >= bucketMatches && (now.Sub(l.matchAt) >= 4*instantSlack || moved >= 2*instantSlack || moved <= -2*instantSlack) {
+	if !l.bucket && l.matches >= bucketMatches && (now.Sub(l.matchAt) >= 4*instantSlack || moved >= 2*instantSlack || moved <= -2*instantSlack) {
 		l.bucket = true
+		if p.rate > 0 {
+			// The rate was set reading the count as calls of a window:
+			// start again from a share among a handful of clients, as
+			// a newcomer on a busy key does, and let the loop settle it.
+			p.rate = min(p.rate, newcomerShare*p.cfg.target*limit/p.window.Seconds())
+		}
 	}
 	if l.bucket {
 		l.longest = max(l.longest, time.Duration(float64(s.Reset)*limit/used))
