@@ -271,12 +271,18 @@ type Ticket struct {
 //
 // After Admitted, slots are held until Finish, refreshed every third of
 // their ttl meanwhile; the caller must call Finish. After any other outcome
-// nothing is held and Finish does nothing.
+// nothing is held and Finish does nothing. If key (or a Store) panics, what
+// the earlier limits took is given back before the panic goes on.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
 	if t.l != nil {
 		t.reset() // reused: a fresh Ticket is zero already
 	}
 	t.l, t.ctx, t.failed = l, ctx, -1
+	defer func() {
+		if t.outcome == 0 { // undecided: a panic is on its way up
+			t.undo(ctx, true)
+		}
+	}()
 	if len(l.limits) <= inlineHolds {
 		t.holds = t.inline[:len(l.limits)]
 	} else {

@@ -129,3 +129,42 @@ func TestRefusedVerifyReleasesSlots(t *testing.T) {
 		t.Fatalf("Decide after a refused Verify and Finish = %v by %q; want admitted (the slot released)", got, name)
 	}
 }
+
+// TestDecidePanickingKeyGivesBack pins that a key function (user code) that
+// panics mid-decision leaves nothing spent: the event the per-peer limit
+// took before the panic and the slot acquired are given back as the panic
+// goes up, so the peer's next request is admitted.
+func TestDecidePanickingKeyGivesBack(t *testing.T) {
+	clk := newClock()
+	s := memory.New(memory.WithClock(clk.Now))
+	l, err := httplimit.NewLimiter([]httplimit.Limit{
+		httplimit.Pace(newPace(t, 1, clk), nil, httplimit.Name("per-peer")),
+		httplimit.Slots(s, 1, time.Minute, nil, httplimit.Name("streams")),
+		httplimit.Pace(newPace(t, 1, clk), nil, httplimit.Name("per-client")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	decide := func(client func() string) (got httplimit.Outcome, panicked any) {
+		defer func() { panicked = recover() }()
+		var tk httplimit.Ticket
+		got = l.Decide(ctx, &tk, func(i int) (string, error) {
+			if i == 2 {
+				return client(), nil
+			}
+			return "10.0.0.1", nil
+		})
+		tk.Finish(200)
+		return got, nil
+	}
+	if _, p := decide(func() string { panic("key function bug") }); p != "key function bug" {
+		t.Fatalf("recovered %v; want the key function's panic to go on", p)
+	}
+	if got, p := decide(func() string { return "app-1" }); got != httplimit.Admitted || p != nil {
+		t.Fatalf("the peer's next request: %v (panic %v); want Admitted, nothing spent by the panicked one", got, p)
+	}
+	if got, _ := decide(func() string { return "app-2" }); got != httplimit.Refused {
+		t.Fatalf("a third request within the second: %v; want Refused (the per-peer limit is 1/s)", got)
+	}
+}

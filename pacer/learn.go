@@ -54,6 +54,14 @@ type learner struct {
 	// at the client's ceiling (zero: never), at shortAt.
 	short   time.Duration
 	shortAt time.Time
+	// bucket: the server is a token bucket whose reset is its time to
+	// full (see bucketLike); its count drains at limit per window instead
+	// of calls leaving it a window after they came.
+	bucket   bool
+	matches  int           // successive responses whose reset was the time to refill their count
+	matchAt  time.Time     // the first of them
+	matchQ   time.Duration // and the reset it predicted (count × interval)
+	interval time.Duration // the longest reset per counted call seen
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -141,13 +149,14 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	} else {
 		l.stayed, l.far = false, false
 	}
+	p.bucketLike(now, s)
 	if d := max(reading, s.RetryAfter); d >= minReading && d > l.longest {
 		l.longest = d
 	}
 	if p.winSet {
 		return
 	}
-	if b, ok := p.drained(now, s); ok && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
+	if b, ok := p.drained(now, s); ok && !l.bucket && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
 		// On a key others use, only a bound far below the window moves
 		// it: a bound comes to each client at its own time, and clients
 		// whose windows differ by less than that no longer agree on
@@ -203,6 +212,60 @@ func (p *Pacer) probe(now time.Time, s Signal) {
 		return
 	}
 	l.short, l.shortAt = max(p.window/2, minReading), now
+}
+
+// bucketMatches is how many successive responses, over at least four
+// times the slack of a reset in whole seconds or while the count moved
+// the reset by twice that, must report a reset that is the time a
+// token bucket takes to refill their count before the server is taken
+// for one.
+const bucketMatches = 8
+
+// bucketLike recognises a token bucket whose reset is the time until it
+// is full: on a count of at least a quarter of the limit, the reset is
+// the count times the same interval W/limit, and longer than the slack of
+// a reset in whole seconds, on bucketMatches successive responses over
+// four times that slack (a counter's reset, at the start of its window,
+// has moved on by then) or while the count moved the reset by twice it.
+// (A sliding log's reset at a high count
+// is the time until its oldest call leaves, mostly short; a fixed
+// window's and a counter's move with the clock, not the count, and their
+// turnover says what they are.) On such a
+// bucket, reset × limit / count reads the window. It must be called with
+// p.mu held.
+func (p *Pacer) bucketLike(now time.Time, s Signal) {
+	l := &p.lw
+	if l.period > 0 || l.fixed {
+		l.bucket, l.matches, l.interval = false, 0, 0
+		return
+	}
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used < limit/4 || s.Reset < 2*instantSlack {
+		return
+	}
+	q := time.Duration(float64(s.Reset) / used)
+	if d := s.Reset - time.Duration(used*float64(l.interval)); l.interval > 0 && d <= instantSlack+l.interval && d >= -instantSlack-l.interval {
+		if l.matches == 0 {
+			l.matchAt, l.matchQ = now, time.Duration(used*float64(l.interval))
+		}
+		l.matches++
+	} else {
+		l.matches = 0
+	}
+	l.interval = max(l.interval, q)
+	moved := time.Duration(used*float64(l.interval)) - l.matchQ
+	if !l.bucket && l.matches >= bucketMatches && (now.Sub(l.matchAt) >= 4*instantSlack || moved >= 2*instantSlack || moved <= -2*instantSlack) {
+		l.bucket = true
+		if p.rate > 0 {
+			// The rate was set reading the count as calls of a window:
+			// start again from a share among a handful of clients, as
+			// a newcomer on a busy key does, and let the loop settle it.
+			p.rate = min(p.rate, newcomerShare*p.cfg.target*limit/p.window.Seconds())
+		}
+	}
+	if l.bucket {
+		l.longest = max(l.longest, time.Duration(float64(s.Reset)*limit/used))
+	}
 }
 
 // drained returns an upper bound on the window from a count below this

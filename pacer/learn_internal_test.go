@@ -94,3 +94,94 @@ func TestFullFixedWindowWithoutRetryAfterIsWaitedOut(t *testing.T) {
 		t.Errorf("window after the refusal = %v; want the 10 s the resets read", w)
 	}
 }
+
+// bucketModel is a token bucket of limit tokens refilled at limit per
+// window, full at the start, that reports its count as tokens missing and
+// its reset as the time until it is full, in whole seconds.
+type bucketModel struct {
+	limit  float64
+	window time.Duration
+	tokens float64
+	at     time.Time
+}
+
+func (b *bucketModel) call(now time.Time) Signal {
+	b.tokens = min(b.limit, b.tokens+now.Sub(b.at).Seconds()*b.limit/b.window.Seconds())
+	b.at = now
+	ok := b.tokens >= 1
+	if ok {
+		b.tokens--
+	}
+	missing := b.limit - b.tokens
+	full := time.Duration(missing / b.limit * float64(b.window)).Truncate(time.Second)
+	s := Signal{Limit: int64(b.limit), Remaining: int64(b.tokens), HasRemaining: true, Reset: full}
+	if !ok {
+		s.Throttled, s.RetryAfter = true, time.Second
+	}
+	return s
+}
+
+// TestBucketOthersFromTheDrain: a client sharing a 10,000-per-minute
+// token bucket with another that calls 100 times a second recognises the
+// bucket from its resets (the time to refill its count) and reads the
+// other's rate from how the count moves beyond the drain. A window
+// reconstruction takes the count for calls of the last minute and, with
+// this client's own calls above the count, sees nobody.
+func TestBucketOthersFromTheDrain(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	b := &bucketModel{limit: 10000, window: time.Minute, tokens: 3000, at: ownT0}
+	other := ownT0
+	for c.Now().Before(ownT0.Add(3 * time.Minute)) {
+		at := c.Now().Add(p.Reserve())
+		for ; other.Before(at); other = other.Add(10 * time.Millisecond) {
+			b.call(other)
+		}
+		c.Set(at)
+		p.Observe(b.call(at))
+		c.Advance(time.Millisecond)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lw.bucket {
+		t.Fatalf("a bucket whose resets are its time to full, with a count of %v of 10000, not recognised", p.used)
+	}
+	if p.others < 80 || p.others > 120 {
+		t.Errorf("the other client's rate read on the bucket = %.1f/s; want 100/s", p.others)
+	}
+}
+
+// TestSlidingLogIsNoBucket: a sliding log's reset at a high count is the
+// time until its oldest call leaves, not its count times an interval: a
+// client calling steadily into a 100-per-10 s log is not taken for a
+// bucket.
+func TestSlidingLogIsNoBucket(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	const window = 10 * time.Second
+	var log []time.Time
+	for i := 0; i < 2000; i++ {
+		c.Advance(p.Reserve() + 20*time.Millisecond)
+		now := c.Now()
+		for len(log) > 0 && !log[0].Add(window).After(now) {
+			log = log[1:]
+		}
+		s := Signal{Limit: 100}
+		if len(log) < 100 {
+			log = append(log, now)
+		} else {
+			s.Throttled, s.RetryAfter = true, log[0].Add(window).Sub(now)
+		}
+		s.Remaining, s.HasRemaining = 100-int64(len(log)), true
+		s.Reset = (log[0].Add(window).Sub(now) + time.Second - 1).Truncate(time.Second)
+		p.Observe(s)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lw.bucket {
+		t.Fatalf("a sliding log (count %v of 100) taken for a token bucket", p.used)
+	}
+	if p.used < 50 {
+		t.Fatalf("count %v of 100: the test meant a busy log", p.used)
+	}
+}

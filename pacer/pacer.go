@@ -115,6 +115,7 @@ type Pacer struct {
 	own     own              // this client's calls counted within the window, and in flight
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
+	ownNew  float64          // this client's counted calls since the latest count
 	ro      refusalsOnly     // what refusals alone taught, on a server that sends no count
 }
 
@@ -291,6 +292,7 @@ func (p *Pacer) Observe(s Signal) {
 	}
 	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
 		p.own.count()
+		p.ownNew++
 	}
 	switch {
 	case s.HasUsed:
@@ -366,13 +368,17 @@ func (p *Pacer) replanLocked(now time.Time) {
 // p.mu held.
 func (p *Pacer) learn(now time.Time, used float64) {
 	others := math.Max(0, used-p.own.counted())
-	if others >= 1 {
+	bucket := p.lw.bucket && p.hasUsed && now.Sub(p.obsAt) < p.window
+	if others >= 1 && !bucket {
 		p.lw.othersAt = now
 	}
-	if !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window {
+	switch {
+	case bucket:
+		p.learnBucket(now, used)
+	case !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window:
 		p.hist.reset(now, p.window, others)
 		p.others = others / p.window.Seconds()
-	} else {
+	default:
 		since := p.obsAt
 		fresh := p.hist.record(now, since, others)
 		// One sample is a few calls, too few to trust alone: average them
@@ -386,6 +392,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		}
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
+	p.ownNew = 0
 	if p.rate == 0 && p.limit > 0 {
 		// Start where a lone client would: the headroom to the target,
 		// spread over a window. On a busy key, a fair share among a
@@ -414,6 +421,35 @@ func (p *Pacer) settled(t time.Time) float64 {
 		return 1
 	}
 	return math.Min(1, math.Max(0, t.Sub(p.lw.boundary).Seconds()/(settle*p.window.Seconds())))
+}
+
+// learnBucket takes in a count observed at now on a token bucket: the
+// count moved by the calls that came since the previous one, less the
+// limit per window it drained, so that the others' calls since are the
+// difference less this client's own. When the previous count was below
+// what the bucket drains in that time, it may have been full part of the
+// time, and the count says nothing of the others. It must be called with
+// p.mu held.
+func (p *Pacer) learnBucket(now time.Time, used float64) {
+	dt := now.Sub(p.obsAt).Seconds()
+	if dt <= 0 {
+		return
+	}
+	drain := p.limit / p.window.Seconds() * dt
+	fresh := used - p.used + drain - p.ownNew
+	if fresh >= 1 {
+		p.lw.othersAt = now
+	}
+	if p.used < drain+1 {
+		// The bucket may have been full for part of the time, and then
+		// hides any rate below its refill: let the estimate fade, alike
+		// for every client, so that the rates grow until the count
+		// speaks again.
+		p.others *= math.Exp(-dt / p.window.Seconds())
+		return
+	}
+	a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
+	p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 }
 
 // othersRate is the other clients' current rate, as the reconstruction
@@ -567,6 +603,11 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 		return 0, true
 	}
 	u := p.used + float64(p.inFlight(t))
+	if p.lw.bucket && age > 0 {
+		// A bucket drains at limit per window, whoever's calls it holds.
+		u += (p.othersRate() - p.limit/p.window.Seconds()) * age.Seconds()
+		return math.Max(0, u), true
+	}
 	if age > 0 {
 		u += p.othersRate() * age.Seconds()
 		if p.lw.fixed {
@@ -606,14 +647,15 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	r := p.rate
-	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 {
+	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket {
 		// A hole below the target (calls leaving the window faster than
 		// they come, as after a burst or a limit drop), counting the
 		// calls that will leave it within the look-ahead: fill it within
 		// catchup windows, each client in proportion to its share, so
 		// that the total does not depend on the number of clients. A
 		// fixed window's hole lasts until it turns over: spread over that
-		// time, not rushed into the first half.
+		// time, not rushed into the first half. (A bucket's tokens are a
+		// burst to spend once, not a rate.)
 		share := p.rate / (p.rate + p.othersRate())
 		within := catchup * p.window.Seconds()
 		if d, ok := p.untilTurnover(now); ok {
@@ -645,8 +687,16 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 	if p.limit <= 0 {
 		return 0
 	}
-	if u, ok := p.predictedUsed(now); !ok || p.limit-u >= 1 {
+	u, ok := p.predictedUsed(now)
+	if !ok || p.limit-u >= 1 {
 		return 0
+	}
+	if p.lw.bucket {
+		// A bucket frees a token every W/limit, whoever takes it: wait
+		// for the drain alone (the others' calls compete for the same
+		// tokens, and a rate cut settles who takes them).
+		d := time.Duration((u - p.limit + 1) / p.limit * float64(p.window))
+		return min(d, p.maxDelay())
 	}
 	step := max(p.window/periods, 1)
 	t := now

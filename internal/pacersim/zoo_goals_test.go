@@ -106,7 +106,5 @@ var zooShortfalls = map[string]float64{
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn 429 ratio":                       0.0119,
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn fairness":                        0.8364,
 	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 churn fairness":  0.8848,
-	"token bucket; x-date GMT, RA s; 10000/1m0s; rtt 1ms N=4 churn fairness":                      0.5071,
-	"token bucket; x-date GMT, RA s; 10000/1m0s; rtt 1ms N=4 fairness":                            0.7510,
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 fairness":                              0.8524,
 }
