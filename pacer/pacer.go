@@ -60,6 +60,10 @@ const (
 	// skipBelow: a sample of the others' arrivals below −skipBelow times
 	// the expected number is taken for a reconstruction error and skipped.
 	skipBelow = 0.25
+	// joinShare: a newcomer that holds more than this share of the
+	// count in its first window, while others call too, is held to a
+	// newcomer's share (see settleJoin).
+	joinShare = 0.4
 	// fairPenalty inflates the projected utilisation a client compares
 	// with the target by fairPenalty·√(s(1−s)) for a client with share s
 	// of the total: a client with more than the others sees itself above
@@ -117,6 +121,12 @@ type Pacer struct {
 	strikes int              // consecutive refusals without Retry-After
 	ownNew  float64          // this client's counted calls since the latest count
 	ro      refusalsOnly     // what refusals alone taught, on a server that sends no count
+	// A first count that looked quiet, a window just begun, may have come
+	// from a busy key whose fixed window had just turned over: joinedAt is
+	// its time (zero once settled), joinOthers the others' calls
+	// seen since, from their estimated rate.
+	joinedAt   time.Time
+	joinOthers float64
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -368,6 +378,7 @@ func (p *Pacer) replanLocked(now time.Time) {
 // p.mu held.
 func (p *Pacer) learn(now time.Time, used float64) {
 	others := math.Max(0, used-p.own.counted())
+	prev := p.obsAt
 	bucket := p.lw.bucket && p.hasUsed && now.Sub(p.obsAt) < p.window
 	if others >= 1 && !bucket {
 		p.lw.othersAt = now
@@ -393,6 +404,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
 	p.ownNew = 0
+	p.settleJoin(now, prev, used)
 	if p.rate == 0 && p.limit > 0 {
 		// Start where a lone client would: the headroom to the target,
 		// spread over a window. On a busy key, a fair share among a
@@ -401,10 +413,42 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		head := p.cfg.target * p.limit
 		if used >= head/2 {
 			head = math.Max(p.cfg.target*p.limit-used, newcomerShare*used)
+		} else if p.lw.longest >= minReading && head >= sparseCalls {
+			// Quiet, with a reset that reads a window: idle, or a fixed
+			// window that has just turned over (settleJoin tells).
+			p.joinedAt = now
 		}
 		p.rate = head / p.window.Seconds()
 		p.clampRate()
 	}
+}
+
+// settleJoin holds a client whose first count looked quiet (see
+// joinedAt) to what a newcomer on a busy key gets, once the count has
+// shown the others for a quarter window: while, within its first window,
+// it holds more than joinShare of the count, its rate is at most the
+// headroom the others' average rate since leaves to the target, or a
+// newcomer's share of that rate, whichever is more. (The more
+// conservative reading wins: a first count just after a fixed window
+// turned over says nothing of the others, who called at their usual
+// pace in the window before.) A lone client sees no others, and clients
+// that start together hold about equal shares: neither is held. It must
+// be called with p.mu held, prev the time of the previous count.
+func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
+	if p.joinedAt.IsZero() || prev.IsZero() {
+		return
+	}
+	p.joinOthers += p.othersRate() * now.Sub(prev).Seconds()
+	in := now.Sub(p.joinedAt)
+	if in >= p.window {
+		p.joinedAt = time.Time{}
+	}
+	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used {
+		return
+	}
+	o := p.joinOthers / in.Seconds() * p.window.Seconds()
+	p.rate = min(p.rate, math.Max(p.cfg.target*p.limit-o, newcomerShare*o)/p.window.Seconds())
+	p.clampRate()
 }
 
 // settled returns the fraction, from 0 to 1, of its step by which the
