@@ -185,3 +185,40 @@ func TestSlidingLogIsNoBucket(t *testing.T) {
 		t.Fatalf("count %v of 100: the test meant a busy log", p.used)
 	}
 }
+
+// TestQuietFirstCountIsProvisional: a client joins a key of 30 calls per
+// clock-aligned 3 s window just after it turned over, while others call
+// at 8 a second, and its first count reads as a quiet key: it starts at
+// the whole target (28.5 calls a window), and before, still called at 22
+// a window 0.3 window later. Once the count has shown the others for a
+// quarter window it is held to a newcomer's share. A lone client is not.
+func TestQuietFirstCountIsProvisional(t *testing.T) {
+	const limit, window = 30, 3 * time.Second
+	run := func(othersPerSecond float64) float64 {
+		t0 := ownT0.Truncate(window).Add(window)
+		c := fakeclock.New(t0)
+		p := New(WithClock(c), WithSeed(1))
+		own := map[time.Time]int{} // accepted calls per window
+		for c.Now().Before(t0.Add(window * 3 / 10)) {
+			c.Advance(p.Reserve() + 10*time.Millisecond)
+			now := c.Now()
+			turn := now.Truncate(window)
+			n := int(othersPerSecond*now.Sub(turn).Seconds()) + own[turn] + 1
+			accepted := n <= limit
+			if accepted {
+				own[turn]++
+			}
+			p.Observe(Signal{Limit: limit, Remaining: int64(max(0, limit-n)), HasRemaining: true,
+				Reset: turn.Add(window).Sub(now), Throttled: !accepted})
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.rate * window.Seconds()
+	}
+	if got := run(8); got > 14 {
+		t.Errorf("newcomer's rate 0.3 window after joining a busy key = %.1f calls a window; want at most 14 (half the target)", got)
+	}
+	if got := run(0); got < 25 {
+		t.Errorf("lone client's rate 0.3 window after its first call = %.1f calls a window; want at least 25 (the target)", got)
+	}
+}
