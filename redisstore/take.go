@@ -135,7 +135,12 @@ func (s *Store) batches(keys []string) []takeBatch {
 		}
 		if !ok || len(bs[j].keys) == maxBatch {
 			j = len(bs)
-			bs = append(bs, takeBatch{})
+			var b takeBatch
+			if open == nil { // a run of the keys left, up to maxBatch: sized at once
+				n := min(len(keys)-i, maxBatch)
+				b = takeBatch{keys: make([]string, 0, n), at: make([]int, 0, n)}
+			}
+			bs = append(bs, b)
 			if open != nil {
 				open[tag] = j
 			}
