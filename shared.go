@@ -483,7 +483,6 @@ type batch struct {
 	calls []*call
 	keys  []string
 	out   []Grant
-	decs  []decision
 }
 
 var (
@@ -545,8 +544,8 @@ func (p *Shared) lead(self *call, b *batch) {
 
 // handOff ends a round trip that carried n decisions: it hands the queue,
 // when it may go, to one of its callers, which leads it as the next round
-// trip in the place of this one. Every round trip calls it once, as soon as
-// the store has answered, before delivering its results.
+// trip in the place of this one. Every round trip calls it once, after
+// delivering its results.
 func (p *Shared) handOff(n int) {
 	rt := &p.rt
 	rt.mu.Lock()
@@ -576,8 +575,8 @@ func (p *Shared) handOff(n int) {
 
 // roundTrip decides the calls of b: those the local tier now refuses (they
 // queued before their key was refused) locally, the others in one round
-// trip to the store (or on the fallback), and delivers every result. It
-// calls handOff once, as soon as the next round trip may go.
+// trip to the store (or on the fallback), and delivers every result; then
+// it hands the queue on.
 func (p *Shared) roundTrip(self *call, b *batch) {
 	launched := len(b.calls)
 	now := p.local.now()
@@ -622,18 +621,8 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		if p.failing.Load() {
 			p.failing.Store(false)
 		}
-		if cap(b.decs) < n {
-			b.decs = make([]decision, n)
-		}
-		b.decs = b.decs[:n]
 		for i, c := range b.calls {
-			b.decs[i] = p.record(c.h, &b.out[i], now)
-		}
-		// The local tier knows the refusals: the next round trip goes
-		// while this one wakes its callers.
-		p.handOff(launched)
-		for i, c := range b.calls {
-			p.deliver(self, c, b.decs[i], nil)
+			p.deliver(self, c, p.record(c.h, &b.out[i], now), nil)
 		}
 	case self.ctx.Err() != nil:
 		// The leader's caller gave up: the error is its own, and the other
@@ -648,9 +637,7 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 			}
 		}
 		rt.mu.Unlock()
-		p.handOff(launched)
 	case p.fb == nil || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed):
-		p.handOff(launched)
 		for _, c := range b.calls {
 			p.deliver(self, c, decision{}, err)
 		}
@@ -661,12 +648,14 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		// its window.
 		p.down.Store(p.local.now() + int64(p.fbTimeout))
 		p.failing.Store(true)
-		p.handOff(launched)
 		for _, c := range b.calls {
 			p.deliver(self, c, p.fallback(c.key), nil)
 		}
 	}
 	clear(b.keys)
+	// Last: the next round trip's leader, woken last, runs first on this
+	// thread once this leader's goroutine blocks.
+	p.handOff(launched)
 }
 
 // send makes the round trip of b's keys, bounded by the fallback's timeout
