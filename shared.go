@@ -437,10 +437,10 @@ func (p *Shared) fallback(key string) decision {
 // to max) once it holds its share of the decisions on their way, in flight
 // and queued, split evenly over max round trips: one long enough to be worth
 // its cost, short enough that the next round trip is on its way while the
-// store answers this one. A round trip's leader, once the store has
-// answered, hands the queue to one of its callers, which leads it as the
-// next round trip, and then delivers its own results: no goroutine of its
-// own, and no decision waits for company.
+// store answers this one. A round trip's leader, once it has delivered its
+// results, hands the queue to one of its callers, which leads it as the
+// next round trip: no goroutine of its own, and no decision waits for
+// company.
 type roundTrips struct {
 	mu       sync.Mutex
 	inflight int     // round trips in flight; guarded by mu

@@ -210,29 +210,29 @@ func readTakes(b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) 
 // readTakesOne is readTakes for takeOneScript's reply: one number per fresh
 // key, four per live one.
 func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) error {
-	if len(res) < 2 {
+	malformed := func() error {
 		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+	}
+	if len(res) < 2 {
+		return malformed()
 	}
 	now := time.Duration(res[0])*time.Second + time.Duration(res[1])
 	r := res[2:]
 	for _, i := range b.at {
-		if len(r) == 0 {
-			return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
-		}
 		var (
 			g   pace.Grant
 			err error
 		)
-		switch code := r[0]; {
-		case code == 0 || code == 1:
-			g, err = storekit.Grant(shapes, []time.Duration{now}, now, gen, code == 1)
+		switch {
+		case len(r) >= 1 && (r[0] == 0 || r[0] == 1):
+			g, err = storekit.Grant(shapes, []time.Duration{now}, now, gen, r[0] == 1)
 			r = r[1:]
-		case (code == 2 || code == 3) && len(r) >= 4:
+		case len(r) >= 4 && (r[0] == 2 || r[0] == 3):
 			tat := time.Duration(r[2])*time.Second + time.Duration(r[3])
-			g, err = storekit.Grant(shapes, []time.Duration{tat}, now, uint64(r[1]), code == 3)
+			g, err = storekit.Grant(shapes, []time.Duration{tat}, now, uint64(r[1]), r[0] == 3)
 			r = r[4:]
 		default:
-			return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+			return malformed()
 		}
 		if err != nil {
 			return err
@@ -240,7 +240,7 @@ func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, ou
 		out[i] = g
 	}
 	if len(r) != 0 {
-		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+		return malformed()
 	}
 	return nil
 }
