@@ -93,14 +93,15 @@ type Pacer struct {
 
 	latest time.Time // the latest clock reading, against time going backwards
 
-	limit     float64       // L; zero while unknown
-	window    time.Duration // W
-	winSet    bool          // whether a signal gave the window (w=)
-	used      float64       // the count reported at obsAt
-	hasUsed   bool
-	obsAt     time.Time
-	remaining float64   // quota fallback when the limit is unknown
-	resetAt   time.Time // end of the quota fallback; zero when unused
+	limit      float64       // L; zero while unknown
+	window     time.Duration // W
+	winSet     bool          // whether a signal gave the window (w=)
+	used       float64       // the count reported at obsAt
+	othersUsed float64       // the part of used that was other clients' calls
+	hasUsed    bool
+	obsAt      time.Time
+	remaining  float64   // quota fallback when the limit is unknown
+	resetAt    time.Time // end of the quota fallback; zero when unused
 
 	rate        float64   // r, this client's calls per second; zero until the first report
 	others      float64   // R_o, the other clients' current calls per second
@@ -380,7 +381,18 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		p.others = others / p.window.Seconds()
 	default:
 		since := p.obsAt
-		fresh := p.hist.record(now, since, others)
+		var fresh float64
+		if p.lw.counter() {
+			// A counter sheds the others' count evenly, whenever their
+			// calls came: a fraction dt/W of it left since the previous
+			// one, and the reconstruction holds it evenly over the
+			// window (a bump in it would leave at once a window later,
+			// and come back each window as a phantom surge).
+			fresh = others - p.othersUsed*(1-now.Sub(since).Seconds()/p.window.Seconds())
+			p.hist.reset(now, p.window, others)
+		} else {
+			fresh = p.hist.record(now, since, others)
+		}
 		// One sample is a few calls, too few to trust alone: average them
 		// (signed, so that the average stays unbiased). A sample far below
 		// zero says the reconstruction's guess of the past was wrong (a
@@ -392,6 +404,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		}
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
+	p.othersUsed = others
 	p.ownNew = 0
 	if p.rate == 0 && p.limit > 0 {
 		// Start where a lone client would: the headroom to the target,
