@@ -37,6 +37,10 @@ type Shared struct {
 	rt roundTrips
 }
 
+// defaultRoundTrips is the round trips in flight of a Shared without
+// WithRoundTrips.
+const defaultRoundTrips = 2
+
 // SharedOption configures NewShared.
 type SharedOption func(*sharedConfig)
 
@@ -97,11 +101,14 @@ func WithFallback(fb *Pace, timeout time.Duration) SharedOption {
 }
 
 // WithRoundTrips sets how many round trips to the store one Shared keeps in
-// flight at once: decisions that arrive while that many are in flight wait
-// and go together in the next one. The default, 1, gives the largest
-// batches; more can help a store whose server has cores to spare (a
-// PostgreSQL pool, say). n must be at least 1, else NewShared returns an
-// error wrapping ErrInvalidArgument.
+// flight at once. A decision that finds none in flight goes at once; the
+// others queue, and the queue goes as a further round trip once it holds its
+// share of the decisions under way (those in flight and queued, split evenly
+// over n), else with the next round trip to end. The default, 2, keeps the
+// store busy while a round trip's results are delivered and the next is
+// gathered; 1 gives the largest batches, more can help a store whose
+// server has cores to spare (a PostgreSQL pool, say). n must be at least 1,
+// else NewShared returns an error wrapping ErrInvalidArgument.
 func WithRoundTrips(n int) SharedOption {
 	return func(c *sharedConfig) {
 		if n < 1 {
@@ -197,7 +204,7 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 	if err != nil {
 		return nil, err
 	}
-	cfg := sharedConfig{roundTrips: 1}
+	cfg := sharedConfig{roundTrips: defaultRoundTrips}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -424,16 +431,29 @@ func (p *Shared) fallback(key string) decision {
 	return dec
 }
 
-// roundTrips gathers the decisions that go to the store. At most max round
-// trips are in flight; a decision that finds one free leads its own round
-// trip at once, and the others queue. A round trip's leader, once done, hands
-// the whole queue to one of its callers, which leads it as the next round
-// trip: no goroutine of its own, and no decision waits for company.
+// roundTrips gathers the decisions that go to the store. A decision that
+// finds no round trip in flight leads its own at once, alone; the others
+// queue. The queue goes to the store as a further round trip in flight (up
+// to max) once it holds its share of the decisions on their way, in flight
+// and queued, split evenly over max round trips: one long enough to be worth
+// its cost, short enough that the next round trip is on its way while the
+// store answers this one. A round trip's leader, once it has delivered its
+// results, hands the queue to one of its callers, which leads it as the
+// next round trip: no goroutine of its own, and no decision waits for
+// company.
 type roundTrips struct {
 	mu       sync.Mutex
-	inflight int     // guarded by mu
+	inflight int     // round trips in flight; guarded by mu
+	carried  int     // decisions in flight; guarded by mu
 	queue    []*call // guarded by mu
 	max      int
+}
+
+// launchable reports whether a queue of n decisions goes to the store at
+// once: with no round trip in flight, or with fewer than max and at least
+// its share of the decisions on their way. rt.mu must be held.
+func (rt *roundTrips) launchable(n int) bool {
+	return n > 0 && (rt.inflight == 0 || rt.inflight < rt.max && n*rt.max >= rt.carried+n)
 }
 
 // call is one decision waiting for the store.
@@ -470,20 +490,23 @@ var (
 	batchPool = sync.Pool{New: func() any { return new(batch) }}
 )
 
-// viaStore decides key at the store, in a round trip of its own or in the
-// next one with the decisions that arrived while the round trips in flight
+// viaStore decides key at the store, in a round trip of its own or in a
+// later one with the decisions that arrived while the round trips in flight
 // were.
 func (p *Shared) viaStore(ctx context.Context, key string, h uint64, probe bool) (decision, error) {
 	c := callPool.Get().(*call)
 	c.ctx, c.key, c.h, c.probe = ctx, key, h, probe
 	rt := &p.rt
 	rt.mu.Lock()
-	if rt.inflight < rt.max {
+	if rt.launchable(len(rt.queue) + 1) {
+		b := batchPool.Get().(*batch)
+		b.calls = append(append(b.calls[:0], c), rt.queue...)
+		clear(rt.queue)
+		rt.queue = rt.queue[:0]
 		rt.inflight++
+		rt.carried += len(b.calls)
 		rt.mu.Unlock()
 		c.state.Store(resolved)
-		b := batchPool.Get().(*batch)
-		b.calls = append(b.calls[:0], c)
 		p.lead(c, b)
 	} else {
 		c.state.Store(waiting)
@@ -511,40 +534,51 @@ func (p *Shared) viaStore(ctx context.Context, key string, h uint64, probe bool)
 }
 
 // lead runs the round trip of b, whose decisions include self's (unless the
-// local tier answers it first), then hands the queue to the next leader.
+// local tier answers it first); the round trip hands the queue on.
 func (p *Shared) lead(self *call, b *batch) {
 	p.roundTrip(self, b)
+	clear(b.calls[:cap(b.calls)])
+	b.calls = b.calls[:0]
+	batchPool.Put(b)
+}
+
+// handOff ends a round trip that carried n decisions: it hands the queue,
+// when it may go, to one of its callers, which leads it as the next round
+// trip in the place of this one. Every round trip calls it once, after
+// delivering its results.
+func (p *Shared) handOff(n int) {
 	rt := &p.rt
-	for {
-		rt.mu.Lock()
-		if len(rt.queue) == 0 {
-			rt.inflight--
-			rt.mu.Unlock()
-			clear(b.calls[:cap(b.calls)])
-			b.calls = b.calls[:0]
-			batchPool.Put(b)
-			return
-		}
+	rt.mu.Lock()
+	rt.inflight--
+	rt.carried -= n
+	for rt.launchable(len(rt.queue)) {
+		b := batchPool.Get().(*batch)
 		b.calls, rt.queue = rt.queue, b.calls[:0]
-		rt.mu.Unlock()
 		for i, c := range b.calls {
 			if c.state.CompareAndSwap(waiting, resolved) {
-				n := copy(b.calls, b.calls[i:])
-				clear(b.calls[n:])
-				b.calls = b.calls[:n]
+				k := copy(b.calls, b.calls[i:])
+				clear(b.calls[k:])
+				b.calls = b.calls[:k]
+				rt.inflight++
+				rt.carried += k
+				rt.mu.Unlock()
 				c.wake <- b
 				return
 			}
 		}
 		clear(b.calls) // every queued call was abandoned
 		b.calls = b.calls[:0]
+		batchPool.Put(b)
 	}
+	rt.mu.Unlock()
 }
 
 // roundTrip decides the calls of b: those the local tier now refuses (they
 // queued before their key was refused) locally, the others in one round
-// trip to the store (or on the fallback), and delivers every result.
+// trip to the store (or on the fallback), and delivers every result; then
+// it hands the queue on.
 func (p *Shared) roundTrip(self *call, b *batch) {
+	launched := len(b.calls)
 	now := p.local.now()
 	failing := p.fb != nil && p.failing.Load()
 	n := 0
@@ -567,6 +601,7 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 	clear(b.calls[n:])
 	b.calls = b.calls[:n]
 	if n == 0 {
+		p.handOff(launched)
 		return
 	}
 	b.keys = b.keys[:0]
@@ -618,6 +653,9 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		}
 	}
 	clear(b.keys)
+	// Last: the next round trip's leader, woken last, runs first on this
+	// thread once this leader's goroutine blocks.
+	p.handOff(launched)
 }
 
 // send makes the round trip of b's keys, bounded by the fallback's timeout

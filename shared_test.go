@@ -3,6 +3,7 @@ package pace_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
@@ -344,11 +345,12 @@ func TestSharedShapes(t *testing.T) {
 	}
 }
 
-// TestSharedBatches: decisions arriving while a round trip is in flight go
-// together in the next one; a lone decision goes at once, alone.
+// TestSharedBatches: with one round trip in flight at most, decisions
+// arriving while it is go together in the next one; a lone decision goes at
+// once, alone.
 func TestSharedBatches(t *testing.T) {
 	o := newSharedCounts()
-	p, s, _ := newSharedT(t, 100, pace.WithSharedObserver(o))
+	p, s, _ := newSharedT(t, 100, pace.WithSharedObserver(o), pace.WithRoundTrips(1))
 	if ok, _ := p.Allow(bg, "alone"); !ok {
 		t.Fatal("a lone decision refused")
 	}
@@ -387,6 +389,84 @@ func TestSharedBatches(t *testing.T) {
 	if s.Decisions.Load() != 2+n {
 		t.Fatalf("store decided %d keys; want %d", s.Decisions.Load(), 2+n)
 	}
+}
+
+// TestSharedRoundTripsInFlight: by default a decision that finds one round
+// trip in flight goes at once in a second one when it is its share of the
+// decisions under way (half of those in flight and queued); with two in
+// flight, decisions queue until one ends; and a queue goes while another
+// round trip is in flight only once it holds its share.
+func TestSharedRoundTripsInFlight(t *testing.T) {
+	o := newSharedCounts()
+	p, s, _ := newSharedT(t, 100, pace.WithSharedObserver(o))
+	trips := holdRoundTrips(s)
+	var wg sync.WaitGroup
+	decide := func(key string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ok, err := p.Allow(bg, key); !ok || err != nil {
+				t.Errorf("Allow(%s) = %v, %v; want admitted", key, ok, err)
+			}
+		}()
+	}
+	decide("a")
+	a := <-trips
+	decide("b") // one in flight of one: its share, at once
+	b := <-trips
+	if a.keys != 1 || b.keys != 1 {
+		t.Fatalf("first round trips of %d and %d keys; want 1 and 1", a.keys, b.keys)
+	}
+	const n = 10
+	for i := range n {
+		decide(fmt.Sprint("q", i))
+	}
+	waitFor(t, "10 decisions queued behind two round trips", func() bool { return pace.QueuedDecisions(p) == n })
+	close(a.release) // the queue goes in its place
+	q := <-trips
+	if q.keys != n {
+		t.Fatalf("the queue went in a round trip of %d keys; want %d", q.keys, n)
+	}
+	close(b.release)
+	waitFor(t, "a and b decided", func() bool { return s.Decisions.Load() == 2 })
+	// One round trip of 10 in flight: a queue goes beside it once it holds
+	// half of the 10 + its own.
+	for i := range n - 1 {
+		decide(fmt.Sprint("r", i))
+		waitFor(t, "queued", func() bool { return pace.QueuedDecisions(p) == i+1 })
+	}
+	decide("r9")
+	r := <-trips
+	if r.keys != n {
+		t.Fatalf("the queue beside a round trip of %d went with %d keys; want %d", n, r.keys, n)
+	}
+	close(q.release)
+	close(r.release)
+	wg.Wait()
+	if s.Decisions.Load() != 2+2*n {
+		t.Fatalf("store decided %d keys; want %d", s.Decisions.Load(), 2+2*n)
+	}
+}
+
+// heldTrip is a round trip that holdRoundTrips keeps in flight.
+type heldTrip struct {
+	keys    int
+	release chan struct{}
+}
+
+// holdRoundTrips makes every round trip of s wait in flight: each is sent
+// on the returned channel once it has started, and goes on once its
+// release is closed.
+func holdRoundTrips(s *spy) <-chan heldTrip {
+	trips := make(chan heldTrip, 16)
+	hook := func(ctx context.Context, keys int) error {
+		h := heldTrip{keys: keys, release: make(chan struct{})}
+		trips <- h
+		<-h.release
+		return nil
+	}
+	s.Hook.Store(&hook)
+	return trips
 }
 
 // holdFirstRoundTrip makes s's next round trip wait in flight: entered is
@@ -432,7 +512,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestSharedQueuedCallerGivesUp: a queued decision whose context ends
 // returns its error at once; the round trip in flight and the others go on.
 func TestSharedQueuedCallerGivesUp(t *testing.T) {
-	p, s, _ := newSharedT(t, 100)
+	p, s, _ := newSharedT(t, 100, pace.WithRoundTrips(1))
 	entered, release := holdFirstRoundTrip(s)
 	leaderDone := make(chan bool)
 	go func() {
@@ -468,7 +548,7 @@ func TestSharedQueuedCallerGivesUp(t *testing.T) {
 // TestSharedLeaderGivesUp: when the caller leading a round trip gives up,
 // it gets its error and the decisions it carried go to the next round trip.
 func TestSharedLeaderGivesUp(t *testing.T) {
-	p, s, _ := newSharedT(t, 100)
+	p, s, _ := newSharedT(t, 100, pace.WithRoundTrips(1))
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
 	hook := func(ctx context.Context, keys int) error {

@@ -23,6 +23,14 @@ import (
 // is a round trip's worth of work for the store.
 const sharedKeys = 10_000
 
+// sharedLimit is the limit of every key of the Shared benchmarks: 1000
+// events a second with a bucket of one second, far above what any key is
+// asked, so every decision admits, yet each admission moves the key's
+// state and so writes it. (Under Admit, 10^9 a second, redis_rate's
+// floating-point arrival time does not move and its script writes nothing,
+// which no real limit allows; TestSharedLimitWrites checks the writes.)
+var sharedLimit = Limit{Rate: 1000, Burst: 1000}
+
 // callers runs b.N decisions on callers goroutines, caller i walking the
 // keys in the benchmark order from its own offset, and reports decisions/s.
 // A refusal or an error fails the benchmark: every decision must admit.
@@ -64,14 +72,15 @@ func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context
 // with redis_rate's Allow on the same server and client, 10,000 keys, every
 // decision admitted, with 1, 16 and 64 concurrent callers. Shared sends the
 // decisions that arrive while a round trip is in flight together in the
-// next (one script call for many keys); redis_rate makes one call each.
-// impl=shared_rt2 is Shared with WithRoundTrips(2).
+// next (one script call for many keys), with up to two round trips in
+// flight; redis_rate makes one call each. impl=shared_rt1 is Shared with
+// WithRoundTrips(1): one round trip in flight, the largest batches.
 // Besides decisions/s it reports srv-µs/op, the server's script time per
 // decision (INFO commandstats; meaningful on a server that runs nothing
 // else), and decisions/call.
 func BenchmarkSharedRedis(b *testing.B) {
 	c := redisClientPool(b, 128) // no caller waits for a connection
-	limit, err := redisRateLimit(Admit)
+	limit, err := redisRateLimit(sharedLimit)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,7 +90,7 @@ func BenchmarkSharedRedis(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := pace.NewShared(s, Admit.Rate, opts...)
+			p, err := pace.NewShared(s, sharedLimit.Rate, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -94,7 +103,7 @@ func BenchmarkSharedRedis(b *testing.B) {
 		run  func(b *testing.B, n int)
 	}{
 		{"shared", shared()},
-		{"shared_rt2", shared(pace.WithRoundTrips(2))},
+		{"shared_rt1", shared(pace.WithRoundTrips(1))},
 		{"redis_rate", func(b *testing.B, n int) {
 			lim := redis_rate.NewLimiter(c)
 			keys := mustKeys(b, newNamespace(), sharedKeys)
@@ -209,7 +218,7 @@ func BenchmarkSharedPostgres(b *testing.B) {
 	}
 	for _, n := range []int{1, 16} {
 		b.Run(fmt.Sprintf("callers=%d/impl=shared", n), func(b *testing.B) {
-			p, err := pace.NewShared(s, Admit.Rate)
+			p, err := pace.NewShared(s, sharedLimit.Rate)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -257,4 +266,46 @@ func postgresPool(tb testing.TB, conns int32) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// TestSharedLimitWrites checks that under sharedLimit the peer of
+// BenchmarkSharedRedis does the work of a real limit: an admitted decision
+// leaves redis_rate's key written, with its TTL. Under Admit it does not: its arrival time
+// does not move, so it never writes.
+func TestSharedLimitWrites(t *testing.T) {
+	c := redisClientPool(t, 4)
+	ctx := context.Background()
+	limit, err := redisRateLimit(sharedLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := redis_rate.NewLimiter(c)
+	key := newNamespace() + "writes"
+	for i := range 2 {
+		res, err := lim.Allow(ctx, key, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != 1 || res.Remaining < 997 || res.Remaining > 999 {
+			t.Fatalf("decision %d: allowed %d, remaining %d; want admitted, 997 to 999 left", i+1, res.Allowed, res.Remaining)
+		}
+	}
+	ttl, err := c.PTTL(ctx, "rate:"+key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= 0 {
+		t.Fatalf("redis_rate's key has PTTL %v after two admissions; want it written with a TTL", ttl)
+	}
+	admit, err := redisRateLimit(Admit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := newNamespace() + "admit"
+	if _, err := lim.Allow(ctx, idle, admit); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, "rate:"+idle).Result(); err != nil || n != 0 {
+		t.Fatalf("under Admit redis_rate's key exists (%d, %v); the reason sharedLimit exists is gone", n, err)
+	}
 }

@@ -20,6 +20,12 @@ type learner struct {
 	longest time.Duration // the longest reset or Retry-After seen
 	resets  bool          // whether any response carried a reset
 	period  time.Duration // how far the reset instant moved when the window turned over
+	// slides counts the turnovers in a row without the count dropping,
+	// each a period after the one before, with the instant named by
+	// several responses in between (see counter).
+	slides int
+	turnAt time.Time // the latest turnover seen
+	held   int       // responses that named the latest reset instant
 
 	instant time.Time // the latest reset instant (response time + Reset)
 	// The reset instant stays put while the count rises, as a fixed
@@ -107,6 +113,12 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// previous window by more than half then, and its count does not
 		// drop by half).
 		oneWindow := l.stayed && now.Sub(l.instant) <= jump/2 && jump >= l.longest/2 && jump < 2*l.longest-instantSlack
+		held := l.held
+		if jump >= -instantSlack && jump <= instantSlack {
+			l.held++
+		} else {
+			l.held = 1
+		}
 		if !l.instant.IsZero() && passed && jump > instantSlack {
 			// Seen soon after it passed, the move is a window (a fixed
 			// window turned over there, or a counter expired a window
@@ -126,6 +138,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 					l.confirmed = true
 				}
 			} else if (now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && p.droppedTo(s)) {
+				l.slid(now, jump, held, p.droppedTo(s))
 				l.period = jump
 				if p.droppedTo(s) {
 					if !l.fixed {
@@ -190,6 +203,39 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		}
 	}
 	p.setWindow(w)
+}
+
+// slidesMin is how many turnovers in a row, without the count dropping,
+// make a server a sliding-window counter; heldMin is how many responses
+// must name the instant before each (a token bucket paced to one call a
+// window moves its instant by a window at every call).
+const (
+	slidesMin = 2
+	heldMin   = 3
+)
+
+// slid takes in a turnover at now that moved the reset instant by jump,
+// held responses having named the instant before it, and dropped the
+// count or not. It must be called before period is updated.
+func (l *learner) slid(now time.Time, jump time.Duration, held int, dropped bool) {
+	regular := l.period > 0 && jump-l.period <= instantSlack && l.period-jump <= instantSlack &&
+		now.Sub(l.turnAt) <= jump+instantSlack && held >= heldMin
+	if dropped || !regular {
+		l.slides = 0
+	} else {
+		l.slides++
+	}
+	l.turnAt = now
+}
+
+// counter reports whether the server is a sliding-window counter: its
+// reset instant is the end of a fixed window, moving on by a window at
+// each turnover, but its count does not drop there (it weighs the
+// previous fixed window's count by the part of it still inside a window
+// ending now, so that those calls leave evenly over the current one,
+// whenever they came).
+func (l *learner) counter() bool {
+	return l.slides >= slidesMin && !l.fixed
 }
 
 // probe halves the window, at most once a quarter window, while this

@@ -1,6 +1,7 @@
 package pacer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -183,6 +184,79 @@ func TestSlidingLogIsNoBucket(t *testing.T) {
 	}
 	if p.used < 50 {
 		t.Fatalf("count %v of 100: the test meant a busy log", p.used)
+	}
+}
+
+// counterModel is a sliding-window counter: fixed windows aligned to the
+// clock (from ownT0), the previous one weighted by the part of it still
+// inside a window ending now. It accepts a call while the weighted count
+// stays within the limit and reports the count rounded up and its reset
+// as the end of the current fixed window, in whole seconds rounded up.
+type counterModel struct {
+	limit     float64
+	window    time.Duration
+	start     time.Time
+	prev, cur float64
+}
+
+func (m *counterModel) call(now time.Time) Signal {
+	start := now.Add(-now.Sub(ownT0) % m.window)
+	switch {
+	case start.Equal(m.start):
+	case start.Equal(m.start.Add(m.window)):
+		m.prev, m.cur = m.cur, 0
+	default:
+		m.prev, m.cur = 0, 0
+	}
+	m.start = start
+	est := func() float64 { return m.prev*(1-now.Sub(start).Seconds()/m.window.Seconds()) + m.cur }
+	ok := est()+1 <= m.limit
+	if ok {
+		m.cur++
+	}
+	used := math.Ceil(est() - 1e-9)
+	reset := (start.Add(m.window).Sub(now) + time.Second - 1).Truncate(time.Second)
+	s := Signal{Limit: int64(m.limit), Remaining: int64(m.limit - used), HasRemaining: true, Reset: reset}
+	if !ok {
+		s.Throttled, s.RetryAfter = true, time.Second
+	}
+	return s
+}
+
+// TestCounterOthersSteady: a client sharing a 50-per-5 s sliding-window
+// counter with others that call 5 times a second recognises the counter
+// from its turnovers (the reset instant moves on by 5 s, the count does
+// not drop) and reads the others' rate steadily. Reconstructed as calls
+// that leave a window after they came, a bump of the others' calls left
+// at once a window later while the count did not drop, and came back as
+// a phantom surge: the estimate swung with the window's period.
+func TestCounterOthersSteady(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	m := &counterModel{limit: 50, window: 5 * time.Second, start: ownT0}
+	other := ownT0
+	lo, hi := math.Inf(1), 0.0
+	for c.Now().Before(ownT0.Add(100 * time.Second)) {
+		at := c.Now().Add(p.Reserve())
+		for ; other.Before(at); other = other.Add(200 * time.Millisecond) {
+			m.call(other)
+		}
+		c.Set(at)
+		c.Advance(10 * time.Millisecond)
+		p.Observe(m.call(c.Now()))
+		if c.Now().After(ownT0.Add(50 * time.Second)) {
+			p.mu.Lock()
+			lo, hi = math.Min(lo, p.others), math.Max(hi, p.others)
+			p.mu.Unlock()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lw.counter() {
+		t.Fatalf("a sliding-window counter not recognised (period %v, fixed %v)", p.lw.period, p.lw.fixed)
+	}
+	if lo < 2.5 || hi > 8.5 {
+		t.Errorf("the others' rate read on the counter over windows 10-20 ranged over [%.1f, %.1f]/s; want within [2.5, 8.5] around 5/s", lo, hi)
 	}
 }
 

@@ -97,14 +97,15 @@ type Pacer struct {
 
 	latest time.Time // the latest clock reading, against time going backwards
 
-	limit     float64       // L; zero while unknown
-	window    time.Duration // W
-	winSet    bool          // whether a signal gave the window (w=)
-	used      float64       // the count reported at obsAt
-	hasUsed   bool
-	obsAt     time.Time
-	remaining float64   // quota fallback when the limit is unknown
-	resetAt   time.Time // end of the quota fallback; zero when unused
+	limit      float64       // L; zero while unknown
+	window     time.Duration // W
+	winSet     bool          // whether a signal gave the window (w=)
+	used       float64       // the count reported at obsAt
+	othersUsed float64       // the part of used that was other clients' calls
+	hasUsed    bool
+	obsAt      time.Time
+	remaining  float64   // quota fallback when the limit is unknown
+	resetAt    time.Time // end of the quota fallback; zero when unused
 
 	rate        float64   // r, this client's calls per second; zero until the first report
 	others      float64   // R_o, the other clients' current calls per second
@@ -391,7 +392,18 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		p.others = others / p.window.Seconds()
 	default:
 		since := p.obsAt
-		fresh := p.hist.record(now, since, others)
+		var fresh float64
+		if p.lw.counter() {
+			// A counter sheds the others' count evenly, whenever their
+			// calls came: a fraction dt/W of it left since the previous
+			// one, and the reconstruction holds it evenly over the
+			// window (a bump in it would leave at once a window later,
+			// and come back each window as a phantom surge).
+			fresh = others - p.othersUsed*(1-now.Sub(since).Seconds()/p.window.Seconds())
+			p.hist.reset(now, p.window, others)
+		} else {
+			fresh = p.hist.record(now, since, others)
+		}
 		// One sample is a few calls, too few to trust alone: average them
 		// (signed, so that the average stays unbiased). A sample far below
 		// zero says the reconstruction's guess of the past was wrong (a
@@ -403,6 +415,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		}
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
+	p.othersUsed = others
 	p.ownNew = 0
 	p.settleJoin(now, prev, used)
 	if p.rate == 0 && p.limit > 0 {
@@ -426,9 +439,10 @@ func (p *Pacer) learn(now time.Time, used float64) {
 // settleJoin holds a client whose first count looked quiet (see
 // joinedAt) to what a newcomer on a busy key gets, once the count has
 // shown the others for a quarter window: while, within its first window,
-// it holds more than joinShare of the count, its rate is at most the
-// headroom the others' average rate since leaves to the target, or a
-// newcomer's share of that rate, whichever is more. (The more
+// it holds more than joinShare of the count and others' calls are in it
+// too, its rate is at most the headroom the others' average rate since
+// leaves to the target, or a newcomer's share of that rate, whichever is
+// more. (The more
 // conservative reading wins: a first count just after a fixed window
 // turned over says nothing of the others, who called at their usual
 // pace in the window before.) A lone client sees no others, and clients
@@ -443,7 +457,7 @@ func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if in >= p.window {
 		p.joinedAt = time.Time{}
 	}
-	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used {
+	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
 		return
 	}
 	o := p.joinOthers / in.Seconds() * p.window.Seconds()

@@ -69,9 +69,10 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	if len(keys) == 0 {
 		return nil
 	}
+	gen := storekit.NewGen()
 	script, args := takeOneScript, make([]any, 0, 4+4*len(shapes))
 	if len(shapes) == 1 {
-		args = append(args, packOne(shapes[0], storekit.NewGen()))
+		args = append(args, packOne(shapes[0], gen))
 	} else {
 		script = takeScript
 		args = append(args, len(shapes))
@@ -80,7 +81,7 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 			ts, tn := split(b.Tolerance())
 			args = append(args, is, in, ts, tn)
 		}
-		args = append(args, storekit.NewGen())
+		args = append(args, gen)
 	}
 	args = s.withNow(args...)
 
@@ -92,7 +93,7 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 		return failed(op, err)
 	}
 	for _, b := range batches {
-		if err := readTakes(b, shapes, out); err != nil {
+		if err := readTakes(b, shapes, gen, out); err != nil {
 			return failed(op, err)
 		}
 	}
@@ -134,7 +135,12 @@ func (s *Store) batches(keys []string) []takeBatch {
 		}
 		if !ok || len(bs[j].keys) == maxBatch {
 			j = len(bs)
-			bs = append(bs, takeBatch{})
+			var b takeBatch
+			if open == nil { // a run of the keys left, up to maxBatch: sized at once
+				n := min(len(keys)-i, maxBatch)
+				b = takeBatch{keys: make([]string, 0, n), at: make([]int, 0, n)}
+			}
+			bs = append(bs, b)
 			if open != nil {
 				open[tag] = j
 			}
@@ -171,12 +177,15 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBat
 	return nil
 }
 
-// readTakes turns the reply of one call of takeScript or takeOneScript
-// into grants.
-func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
+// readTakes turns the reply of one call of takeScript or takeOneScript,
+// given gen as the count of a key it creates, into grants.
+func readTakes(b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) error {
 	res, err := b.cmd.Int64Slice()
 	if err != nil {
 		return err
+	}
+	if len(shapes) == 1 {
+		return readTakesOne(res, b, shapes, gen, out)
 	}
 	n := len(shapes)
 	if len(res) != 2+len(b.keys)*(2+2*n) {
@@ -194,6 +203,44 @@ func readTakes(b takeBatch, shapes []pace.Bucket, out []pace.Grant) error {
 			return err
 		}
 		out[i] = g
+	}
+	return nil
+}
+
+// readTakesOne is readTakes for takeOneScript's reply: one number per fresh
+// key, four per live one.
+func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) error {
+	malformed := func() error {
+		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
+	}
+	if len(res) < 2 {
+		return malformed()
+	}
+	now := time.Duration(res[0])*time.Second + time.Duration(res[1])
+	r := res[2:]
+	for _, i := range b.at {
+		var (
+			g   pace.Grant
+			err error
+		)
+		switch {
+		case len(r) >= 1 && (r[0] == 0 || r[0] == 1):
+			g, err = storekit.Grant(shapes, []time.Duration{now}, now, gen, r[0] == 1)
+			r = r[1:]
+		case len(r) >= 4 && (r[0] == 2 || r[0] == 3):
+			tat := time.Duration(r[2])*time.Second + time.Duration(r[3])
+			g, err = storekit.Grant(shapes, []time.Duration{tat}, now, uint64(r[1]), r[0] == 3)
+			r = r[4:]
+		default:
+			return malformed()
+		}
+		if err != nil {
+			return err
+		}
+		out[i] = g
+	}
+	if len(r) != 0 {
+		return malformed()
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +100,21 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 	}
 	clock.Advance(-1500 * time.Millisecond)
 	step("Take(free) after the clock stepped back", []pace.Bucket{free})
+}
+
+// TestTakeMatchesReferenceBefore70 runs the scenarios of
+// TestTakeMatchesReference and TestTakeAlternatesShapesAtExtremes with
+// takeOneScript as it runs on a server older than Redis 7.0 (no
+// REDIS_VERSION_NUM: a GET, then a SET, where 7.0 creates a fresh key with
+// one SET NX GET).
+func TestTakeMatchesReferenceBefore70(t *testing.T) {
+	body := strings.Replace(takeOneBody, "redis.REDIS_VERSION_NUM", "nil", 1)
+	if body == takeOneBody {
+		t.Fatal("takeOneBody no longer reads redis.REDIS_VERSION_NUM")
+	}
+	saved := takeOneScript
+	takeOneScript = redis.NewScript(luaClock + luaCarry + body)
+	t.Cleanup(func() { takeOneScript = saved })
+	t.Run("scenario", TestTakeMatchesReference)
+	t.Run("extremes", TestTakeAlternatesShapesAtExtremes)
 }

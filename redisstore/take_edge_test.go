@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
@@ -40,4 +42,44 @@ func TestTakeAlternatesShapesAtExtremes(t *testing.T) {
 	takemodel.RequireSeen(t, seen, "taken, 1 of 3 shapes", "taken, 3 of 3 shapes", "refused, 1 of 3 shapes", "refused, 3 of 3 shapes",
 		"taken, 1 of 2 shapes", "taken, 2 of 2 shapes", "refund of 1 shapes: exact", "refund of 3 shapes: exact",
 		"refund of 1 shapes: reordered", "refund of 3 shapes: reordered")
+}
+
+// TestReadTakesOne checks the parsing of takeOneScript's reply: one number
+// for a fresh key (its gen the caller's, its arrival time now), four for a
+// live one, in the order of the keys; a reply of the wrong length or with an
+// unknown code is an error, not a grant.
+func TestReadTakesOne(t *testing.T) {
+	shapes := []pace.Bucket{takemodel.MustBucket(t, 5, 5, 1)}
+	const nowS, nowNs, gen, liveGen = 1_700_000_000, 250_000_000, 77, 42
+	now := time.Duration(nowS)*time.Second + nowNs
+	tat := now + 300*time.Millisecond
+	b := takeBatch{keys: []string{"fresh", "live"}, at: []int{1, 0}}
+	out := make([]pace.Grant, 2)
+	res := []int64{nowS, nowNs, 1, 3, liveGen, int64(tat / time.Second), int64(tat % time.Second)}
+	if err := readTakesOne(res, b, shapes, gen, out); err != nil {
+		t.Fatalf("readTakesOne(%v) = %v", res, err)
+	}
+	wantFresh, err := storekit.Grant(shapes, []time.Duration{now}, now, gen, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLive, err := storekit.Grant(shapes, []time.Duration{tat}, now, liveGen, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[1] != wantFresh || out[0] != wantLive {
+		t.Errorf("grants %+v; want fresh %+v at 1, live %+v at 0", out, wantFresh, wantLive)
+	}
+	for name, bad := range map[string][]int64{
+		"no clock":            {nowS},
+		"a key missing":       {nowS, nowNs, 1},
+		"a live key cut":      {nowS, nowNs, 1, 3, liveGen, 5},
+		"a number left over":  append(append([]int64(nil), res...), 0),
+		"an unknown code":     {nowS, nowNs, 1, 4, liveGen, 5, 6},
+		"a fresh code of two": {nowS, nowNs, 2, 1},
+	} {
+		if err := readTakesOne(bad, b, shapes, gen, out); err == nil {
+			t.Errorf("%s: readTakesOne(%v) = nil; want an error", name, bad)
+		}
+	}
 }

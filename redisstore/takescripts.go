@@ -127,29 +127,59 @@ return out
 
 // takeOneScript is takeScript for a single shape, the common case (what
 // pace.Shared uses unless given more shapes), written for the server's time:
-// the state is unpacked into named locals rather than a table, and the
+// the state is unpacked into named locals rather than a table, the
 // arguments come packed in one string (five numbers parsed from text cost
-// the server more than a sixth of the call). A key that also holds arrival times of other
-// shapes (its shapes changed) takes the general path, as in takeScript:
-// they are kept, and count for when the key is full.
+// the server more than a sixth of the call), and a key that is fresh
+// (absent or full) costs one command and one number of the reply. A fresh
+// key's take is the same for every key of the call (a full bucket at now),
+// so it is decided, and its state packed, once per call; on Redis 7.0 or
+// later a SET with NX and GET creates an absent key and reads a present one
+// in one command. A key that also holds arrival times of other shapes (its
+// shapes changed) takes the general path, as in takeScript: they are kept,
+// and count for when the key is full.
 //
 // ARGV: interval (s, ns), tolerance (s, ns) and the gen of a key created by
 // this call, packed in one argument as "<ddddd" (see packOne), then
-// [now (s, ns)]. Returns what takeScript returns for n = 1.
-var takeOneScript = redis.NewScript(luaClock + luaCarry + `
+// [now (s, ns)]. Returns now (s, ns), then per key one number for a fresh
+// key, 1 when taken else 0 (its gen is the one given, its arrival time now),
+// or four for a live key: 3 when taken else 2, the key's gen, and the
+// arrival time (s, ns) it had before the decision.
+var takeOneScript = redis.NewScript(luaClock + luaCarry + takeOneBody)
+
+// takeOneBody is the text of takeOneScript after the helpers.
+const takeOneBody = `
 local interval_s, interval_ns, tolerance_s, tolerance_ns, new_gen = struct.unpack('<ddddd', ARGV[1])
 local now_s, now_ns = now(2)
+local pack, unpack9, ceil = struct.pack, struct.unpack, math.ceil
+
+-- A fresh key takes from a full bucket: taken when one interval fits the
+-- tolerance, kept (else deleted) when its arrival time is after now.
+local fresh_s, fresh_ns = carry(now_s + interval_s, now_ns + interval_ns)
+local fresh_taken = not before(tolerance_s, tolerance_ns, interval_s, interval_ns)
+local fresh, fresh_px -- the state and expiry of a fresh key after its take, when kept
+if fresh_taken and before(now_s, now_ns, fresh_s, fresh_ns) then
+  fresh = pack('<ddddddddd', new_gen, new_gen, 0, 0, 0, 0, 0, fresh_s, fresh_ns)
+  fresh_px = pxat(fresh_s, fresh_ns)
+end
+local create = fresh and (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+local px_ms, px = -1, nil -- the last expiry formatted, kept for the next key
 
 local out = {now_s, now_ns}
+local at = 2 -- the reply's length so far
 for k = 1, #KEYS do
   local key = KEYS[k]
-  local v = redis.call('GET', key)
+  local v
+  if create then
+    v = redis.call('SET', key, fresh, 'PXAT', fresh_px, 'NX', 'GET')
+  else
+    v = redis.call('GET', key)
+  end
   local gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns
   local st -- the state as one flat array, when the key holds other shapes too
   local live = false
   if v and #v == 72 then
     gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns =
-      struct.unpack('<ddddddddd', v)
+      unpack9('<ddddddddd', v)
     live = before(now_s, now_ns, tat_s, tat_ns)
   elseif v then
     local count = #v / 8
@@ -160,41 +190,53 @@ for k = 1, #KEYS do
     end
     gen, tat_s, tat_ns = st[1], st[8], st[9]
   end
-  if not live then -- absent or full: a fresh key
-    st, gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen, tat_s, tat_ns =
-      nil, new_gen, new_gen, 0, 0, 0, 0, 0, now_s, now_ns
-  end
-  local at = #out
-  out[at + 1], out[at + 2], out[at + 3], out[at + 4] = 0, gen, tat_s, tat_ns
-
-  -- pace.Bucket.Take
-  local base_s, base_ns = tat_s, tat_ns
-  if before(tat_s, tat_ns, now_s, now_ns) then base_s, base_ns = now_s, now_ns end
-  local debt_s, debt_ns = carry(base_s - now_s + interval_s, base_ns - now_ns + interval_ns)
-  if not before(tolerance_s, tolerance_ns, debt_s, debt_ns) then
-    out[at + 1] = 1
-    local next_s, next_ns = carry(base_s + interval_s, base_ns + interval_ns)
-    local last_s, last_ns = next_s, next_ns -- when the key is full again
-    local packed
-    if st then
-      st[8], st[9] = next_s, next_ns
-      for i = 10, #st, 2 do
-        if before(last_s, last_ns, st[i], st[i + 1]) then last_s, last_ns = st[i], st[i + 1] end
+  if not live then
+    at = at + 1
+    out[at] = 0
+    if fresh_taken then
+      out[at] = 1
+      if not v and create then
+        -- created by the SET above
+      elseif fresh then
+        redis.call('SET', key, fresh, 'PXAT', fresh_px)
+      elseif v then
+        redis.call('DEL', key)
       end
-      packed = struct.pack('<' .. string.rep('d', #st), unpack(st))
-    else
-      packed = struct.pack('<ddddddddd', gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen,
-        next_s, next_ns)
     end
-    if before(now_s, now_ns, last_s, last_ns) then
-      redis.call('SET', key, packed, 'PXAT', pxat(last_s, last_ns))
-    else
-      redis.call('DEL', key)
+  else
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = 2, gen, tat_s, tat_ns
+    -- pace.Bucket.Take
+    local base_s, base_ns = tat_s, tat_ns
+    if before(tat_s, tat_ns, now_s, now_ns) then base_s, base_ns = now_s, now_ns end
+    local debt_s, debt_ns = carry(base_s - now_s + interval_s, base_ns - now_ns + interval_ns)
+    if not before(tolerance_s, tolerance_ns, debt_s, debt_ns) then
+      out[at + 1] = 3
+      local next_s, next_ns = carry(base_s + interval_s, base_ns + interval_ns)
+      local last_s, last_ns = next_s, next_ns -- when the key is full again
+      local packed
+      if st then
+        st[8], st[9] = next_s, next_ns
+        for i = 10, #st, 2 do
+          if before(last_s, last_ns, st[i], st[i + 1]) then last_s, last_ns = st[i], st[i + 1] end
+        end
+        packed = pack('<' .. string.rep('d', #st), unpack(st))
+      else
+        packed = pack('<ddddddddd', gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen,
+          next_s, next_ns)
+      end
+      if before(now_s, now_ns, last_s, last_ns) then
+        local ms = last_s * 1000 + ceil(last_ns / 1e6)
+        if ms ~= px_ms then px_ms, px = ms, string.format('%d', ms) end
+        redis.call('SET', key, packed, 'PXAT', px)
+      else
+        redis.call('DEL', key)
+      end
     end
+    at = at + 4
   end
 end
 return out
-`)
+`
 
 // refundScript is pace.RefundAll of one receipt on the state at KEYS[1],
 // with the rule of pace.Buckets: the refund is intact while the key's gen
