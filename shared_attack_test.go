@@ -264,6 +264,54 @@ func TestSharedSurvivesAStorePanic(t *testing.T) {
 	}
 }
 
+// TestSharedStorePanicEndsTheBatch: the decisions that queued behind a round
+// trip and went in one whose store call panicked end at once with an error
+// (the panic goes on in the leader's goroutine), not at their deadline.
+func TestSharedStorePanicEndsTheBatch(t *testing.T) {
+	knownFailing(t, "the others of a panicking round trip wait for their deadline")
+	c := newClock()
+	s := &panicky{spy: newSpy(c.Now)}
+	p, _ := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithRoundTrips(1))
+	entered, release := holdFirstRoundTrip(s.spy)
+	go p.Reserve(bg, "first")
+	<-entered
+	type result struct {
+		panicked bool
+		err      error
+	}
+	results := make(chan result, 2)
+	for _, k := range []string{"a", "b"} {
+		go func() {
+			var r result
+			defer func() {
+				if recover() != nil {
+					r.panicked = true
+				}
+				results <- r
+			}()
+			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+			defer cancel()
+			_, r.err = p.Reserve(ctx, k)
+		}()
+	}
+	waitFor(t, "two decisions queued", func() bool { return pace.QueuedDecisions(p) == 2 })
+	s.armed.Store(true)
+	close(release)
+	var panics, failed int
+	for range 2 {
+		r := <-results
+		switch {
+		case r.panicked:
+			panics++
+		case r.err != nil && !errors.Is(r.err, context.DeadlineExceeded):
+			failed++
+		}
+	}
+	if panics != 1 || failed != 1 {
+		t.Fatalf("%d panicked, %d failed at once; want the leader's panic and the other's error", panics, failed)
+	}
+}
+
 // TestSharedFallbackWithTwoRoundTripsInFlight: one round trip hangs until
 // the fallback's timeout while a second, beside it, is answered; the first
 // sends its decision to the fallback and marks the store failing; decisions
