@@ -229,7 +229,6 @@ func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []pace.Buc
 // reaches its caller, the decisions that shared its round trip end, and the
 // next decisions, once the store behaves, are decided.
 func TestSharedSurvivesAStorePanic(t *testing.T) {
-	knownFailing(t, "a panicking store leaves its round trip in flight for ever")
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
 	p, err := pace.NewShared(s, 100, pace.WithSharedClock(c.Now))
@@ -268,7 +267,6 @@ func TestSharedSurvivesAStorePanic(t *testing.T) {
 // trip and went in one whose store call panicked end at once with an error
 // (the panic goes on in the leader's goroutine), not at their deadline.
 func TestSharedStorePanicEndsTheBatch(t *testing.T) {
-	knownFailing(t, "the others of a panicking round trip wait for their deadline")
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
 	p, _ := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithRoundTrips(1))
