@@ -3,6 +3,7 @@ package pace_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -405,4 +406,53 @@ func TestSharedFallbackChurn(t *testing.T) {
 		t.Fatalf("after the store recovered: %v, %v; want the store", r.Path(), err)
 	}
 	settled(t, p, base)
+}
+
+// TestSharedLoneDecisionBesideAStuckRoundTrip: one round trip carrying ten
+// decisions is stuck at the store (a Cluster node failing over, say) while
+// the second lane is free. A lone decision that arrives then waits: it goes
+// only once nine more have queued with it (its share of the eleven under
+// way) or once the stuck round trip ends, though a lane is free and the
+// store would answer it at once.
+func TestSharedLoneDecisionBesideAStuckRoundTrip(t *testing.T) {
+	knownFailing(t, "a lone decision waits for company while a round trip of many is stuck")
+	p, s, _ := newSharedT(t, 100, pace.WithRoundTrips(2))
+	trips := holdRoundTrips(s)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	decide := func(key string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Reserve(bg, key)
+		}()
+	}
+	decide("first")
+	first := <-trips
+	// Ten decisions queue behind two round trips, then go as one.
+	decide("second")
+	second := <-trips
+	for i := range 10 {
+		decide(fmt.Sprint("q", i))
+	}
+	waitFor(t, "ten queued", func() bool { return pace.QueuedDecisions(p) == 10 })
+	close(second.release)
+	stuck := <-trips // the ten, held until the test ends
+	loneSent := false
+	defer func() {
+		close(stuck.release)
+		if !loneSent {
+			close((<-trips).release) // the lone decision, once the stuck round trip ends
+		}
+	}()
+	close(first.release)
+	waitFor(t, "one round trip in flight", func() bool { in, _ := pace.RoundTripsUnderWay(p); return in == 1 })
+	decide("lone")
+	select {
+	case tr := <-trips:
+		loneSent = true
+		close(tr.release)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("a lone decision beside a stuck round trip of %d did not reach the store in 2s (%d queued); want at once, the second lane being free", stuck.keys, pace.QueuedDecisions(p))
+	}
 }
