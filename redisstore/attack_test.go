@@ -264,3 +264,72 @@ func TestSharedExactRemainingOnOneKey(t *testing.T) {
 		run(t, c)
 	})
 }
+
+// TestSharedReturnsOfOneInstantAreExact: at one instant, concurrent
+// decisions of one Shared (so occurrences of one key in one script call,
+// whose receipts share their instant and gen) empty a bucket of 10; all of
+// them are returned, in an order of their own, two of them twice. The
+// bucket is then exactly full: 10 are admitted again, leaving 9 down to 0,
+// and the 11th is refused.
+func TestSharedReturnsOfOneInstantAreExact(t *testing.T) {
+	bothTakeOneScripts(t, func(t *testing.T) {
+		clock := newFakeClock()
+		c := testClient(t)
+		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
+		p, err := pace.NewShared(s, 10, pace.WithSharedClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		reserveAll := func() (rs []*pace.SharedReservation, left []int) {
+			var (
+				mu sync.Mutex
+				wg sync.WaitGroup
+			)
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := new(pace.SharedReservation)
+					var err error
+					*r, err = p.Reserve(ctx, "hot")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.OK() {
+						mu.Lock()
+						rs, left = append(rs, r), append(left, r.Remaining())
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			slices.Sort(left)
+			return rs, left
+		}
+		want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+		rs, left := reserveAll()
+		if !slices.Equal(left, want) {
+			t.Fatalf("first round: remaining %v; want %v", left, want)
+		}
+		for i := len(rs) - 1; i >= 0; i -= 2 { // every other one, from the last
+			if err := rs[i].Return(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < len(rs); i++ { // the rest; the first two twice
+			if err := rs[i].Return(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				if err := rs[i].Return(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, left := reserveAll(); !slices.Equal(left, want) {
+			t.Fatalf("after returning all: remaining %v; want %v", left, want)
+		}
+	})
+}
