@@ -243,7 +243,9 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // as it is, unless WithFallback was given, in which case the fallback
 // decides. When ctx ends while the decision waits for its round trip, Reserve
 // returns an error wrapping ctx.Err(); as with any store call cut short, the
-// store may have debited the event all the same.
+// store may have debited the event all the same. A Store that panics panics
+// in the caller whose goroutine made the round trip; the other decisions of
+// that round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
 	if err := ValidateKey(key); err != nil {
 		return SharedReservation{}, err
@@ -612,7 +614,7 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		b.out = make([]Grant, n)
 	}
 	b.out = b.out[:n]
-	err := p.send(self.ctx, b)
+	err := p.send(self, b, launched)
 	if p.obs != nil {
 		p.obs.RoundTrip(n)
 	}
@@ -658,9 +660,33 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 	p.handOff(launched)
 }
 
-// send makes the round trip of b's keys, bounded by the fallback's timeout
+// errStorePanicked ends the decisions that shared a round trip whose store
+// call panicked; the panic itself goes on in the round trip's leader.
+var errStorePanicked = errors.New("pace: shared decision: the store panicked in the round trip")
+
+// send makes the round trip of b, which carried launched decisions, led by
+// self. Should the store panic (or end its goroutine), the other decisions
+// of b end with errStorePanicked and the queue is handed on before the panic
+// goes on, so that a panic recovered above leaves no round trip in flight
+// for ever.
+func (p *Shared) send(self *call, b *batch, launched int) error {
+	returned := false
+	defer func() {
+		if !returned {
+			for _, c := range b.calls {
+				p.deliver(self, c, decision{}, errStorePanicked)
+			}
+			p.handOff(launched)
+		}
+	}()
+	err := p.take(self.ctx, b)
+	returned = true
+	return err
+}
+
+// take makes the store call of b's keys, bounded by the fallback's timeout
 // when there is one.
-func (p *Shared) send(ctx context.Context, b *batch) error {
+func (p *Shared) take(ctx context.Context, b *batch) error {
 	if p.fb != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.fbTimeout)

@@ -6,3 +6,11 @@ func QueuedDecisions(p *Shared) int {
 	defer p.rt.mu.Unlock()
 	return len(p.rt.queue)
 }
+
+// RoundTripsUnderWay reports the round trips of p in flight and the
+// decisions they carry, as its round-trip accounting holds them.
+func RoundTripsUnderWay(p *Shared) (inflight, carried int) {
+	p.rt.mu.Lock()
+	defer p.rt.mu.Unlock()
+	return p.rt.inflight, p.rt.carried
+}
