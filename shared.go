@@ -87,7 +87,10 @@ func WithLimit(n float64, period time.Duration) SharedOption {
 // answers, decisions go back to it. fb applies only the pace of NewShared,
 // not the limits of WithLimit. A reservation made by fb is returned to fb.
 // Errors that a fallback cannot mend are still returned: invalid arguments,
-// a closed store, the caller's own context ending. fb must not be nil and
+// a closed store, the caller's own context ending. Choose timeout below
+// the callers' deadlines: a round trip cut short by its caller's deadline
+// ends as that caller's error, not as a store timeout, so a hanging store
+// reaches fb only through round trips that outlive timeout. fb must not be nil and
 // timeout must be above zero, else NewShared returns an error wrapping
 // ErrInvalidArgument. The default is no fallback: store errors are returned.
 func WithFallback(fb *Pace, timeout time.Duration) SharedOption {
