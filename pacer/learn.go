@@ -396,7 +396,8 @@ func (p *Pacer) bucketReading(s Signal) time.Duration {
 // read from resets that no turnover has confirmed (see period),
 // may be a misreading (a token bucket whose reset names the next token,
 // not the full bucket), so it doubles, at most once a window, up to the
-// default. It must be called with p.mu held.
+// default (or to three times the longest reading, when the refusal's
+// Retry-After reads a window). It must be called with p.mu held.
 func (p *Pacer) refused(now time.Time, s Signal) {
 	l := &p.lw
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
@@ -420,6 +421,13 @@ func (p *Pacer) refused(now time.Time, s Signal) {
 		// Own calls that left the count bound the window: a refusal
 		// does not move it past that.
 		ceiling = min(ceiling, l.bound)
+	}
+	if l.longest >= minReading && s.RetryAfter >= minReading {
+		// A Retry-After that reads a window: the server names when
+		// its window ends, and a bucket misread asks for its next
+		// token instead. Refusals before the first turnover would
+		// otherwise double the window again at each window.
+		ceiling = min(ceiling, 3*l.longest)
 	}
 	if p.window >= ceiling {
 		return
