@@ -50,7 +50,8 @@ type learner struct {
 	phase    float64   // where in its gap after a fixed window's turnover this client calls, in [0, 1)
 	// floor is what refusals taught: a window learned from resets alone
 	// that gets the client refused is doubled, at most once a window, back
-	// towards the default (the more conservative reading wins).
+	// towards the default (the more conservative reading wins), until
+	// floorLapse doubled windows pass.
 	floor    time.Duration
 	bumpedAt time.Time
 	// bound is the shortest upper bound on the window that this
@@ -197,6 +198,12 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 			// longest reset).
 			w = max(l.longest, min(w, l.bound))
 		}
+		if l.floor > 0 && now.Sub(l.bumpedAt) >= floorLapse*l.floor {
+			// Provisional: a bucket never turns over, and a client
+			// refused once would keep a longer window than the others
+			// for good, and a smaller share.
+			l.floor = 0
+		}
 		if l.resets || l.bound > 0 {
 			// Until the structure of the resets confirms it.
 			w = max(w, l.floor)
@@ -204,6 +211,10 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	}
 	p.setWindow(w)
 }
+
+// floorLapse is how many of the windows a refusal doubled to pass, with no
+// refusal doubling it again, before the doubling lapses.
+const floorLapse = 6
 
 // slidesMin is how many turnovers in a row, without the count dropping,
 // make a server a sliding-window counter; heldMin is how many responses
@@ -396,7 +407,8 @@ func (p *Pacer) bucketReading(s Signal) time.Duration {
 // read from resets that no turnover has confirmed (see period),
 // may be a misreading (a token bucket whose reset names the next token,
 // not the full bucket), so it doubles, at most once a window, up to the
-// default. It must be called with p.mu held.
+// default (or to three times the longest reading, when the refusal's
+// Retry-After reads a window). It must be called with p.mu held.
 func (p *Pacer) refused(now time.Time, s Signal) {
 	l := &p.lw
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
@@ -420,6 +432,13 @@ func (p *Pacer) refused(now time.Time, s Signal) {
 		// Own calls that left the count bound the window: a refusal
 		// does not move it past that.
 		ceiling = min(ceiling, l.bound)
+	}
+	if l.longest >= minReading && s.RetryAfter >= minReading {
+		// A Retry-After that reads a window: the server names when
+		// its window ends, and a bucket misread asks for its next
+		// token instead. Refusals before the first turnover would
+		// otherwise double the window again at each window.
+		ceiling = min(ceiling, 3*l.longest)
 	}
 	if p.window >= ceiling {
 		return

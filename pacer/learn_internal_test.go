@@ -296,3 +296,67 @@ func TestQuietFirstCountIsProvisional(t *testing.T) {
 		t.Errorf("lone client's rate 0.3 window after its first call = %.1f calls a window; want at least 25 (the target)", got)
 	}
 }
+
+// refusedWindows feeds a client whose resets read a window of 3 s (limit
+// 30) a refusal with a Retry-After of 1 s and no reset at each of the
+// given delays, one after the other, and returns the window
+// after each refusal.
+func refusedWindows(t *testing.T, p *Pacer, c *fakeclock.Clock, after []time.Duration) []time.Duration {
+	t.Helper()
+	var out []time.Duration
+	for _, d := range after {
+		c.Advance(d)
+		p.Observe(Signal{Limit: 30, Remaining: 0, HasRemaining: true, Throttled: true, RetryAfter: time.Second})
+		p.mu.Lock()
+		out = append(out, p.window)
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// TestRefusalsWithRetryAfterDoubleToThreeReadings: refusals a window
+// apart, before any turnover, each double a window read from resets; with
+// a Retry-After that reads a window the server names when its window ends,
+// and the doubling stops at three times the longest reading (3 s -> 6 s ->
+// 9 s, not on to 12 s and beyond).
+func TestRefusalsWithRetryAfterDoubleToThreeReadings(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	p.Reserve()
+	p.Observe(Signal{Limit: 30, Remaining: 29, HasRemaining: true, Reset: 3 * time.Second})
+	ws := refusedWindows(t, p, c, []time.Duration{time.Second, 6100 * time.Millisecond, 9100 * time.Millisecond, 9100 * time.Millisecond})
+	if ws[0] != 6*time.Second {
+		t.Errorf("window after the first refusal = %v; want 6s (doubled)", ws[0])
+	}
+	for i, w := range ws[1:] {
+		if w != 9*time.Second {
+			t.Errorf("window after refusal %d = %v; want 9s, three times the 3 s the resets read", i+2, w)
+		}
+	}
+}
+
+// TestRefusalDoublingLapses: a window doubled by a refusal holds while the
+// structure of the resets has not settled it, then, six doubled windows
+// on with no refusal since, the window the resets read holds again (a
+// token bucket never turns over, and the client refused once kept a
+// window twice the others' for good).
+func TestRefusalDoublingLapses(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	p.Reserve()
+	p.Observe(Signal{Limit: 30, Remaining: 29, HasRemaining: true, Reset: 3 * time.Second})
+	refusedWindows(t, p, c, []time.Duration{time.Second})
+	window := func(d time.Duration) time.Duration {
+		c.Advance(d)
+		p.Observe(Signal{Limit: 30, Remaining: 29, HasRemaining: true})
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.window
+	}
+	if w := window(30 * time.Second); w != 6*time.Second {
+		t.Errorf("window 30 s after the refusal = %v; want 6s (doubled, provisional)", w)
+	}
+	if w := window(7 * time.Second); w != 3*time.Second {
+		t.Errorf("window 37 s after the refusal = %v; want the 3 s the resets read", w)
+	}
+}
