@@ -28,6 +28,11 @@ type learner struct {
 	held   int       // responses that named the latest reset instant
 
 	instant time.Time // the latest reset instant (response time + Reset)
+	// reading is the reset that named instant; clocked reports whether
+	// the latest reset, of a second at most, read the same as the one
+	// before, its instant moving with the clock.
+	reading time.Duration
+	clocked bool
 	// The reset instant stays put while the count rises, as a fixed
 	// window's does: anchor is the instant as first named (later ones
 	// within instantSlack are the same), at namedAt; far reports whether
@@ -115,6 +120,11 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// drop by half).
 		oneWindow := l.stayed && now.Sub(l.instant) <= jump/2 && jump >= l.longest/2 && jump < 2*l.longest-instantSlack
 		held := l.held
+		// A reset of a second at most that reads as the one before moved
+		// its instant with the clock (a window of a second written in
+		// whole seconds always reads 1 s), by the time between the two
+		// responses: that says nothing of a turnover or a period.
+		clocked := s.Reset == l.reading && s.Reset <= instantSlack
 		if jump >= -instantSlack && jump <= instantSlack {
 			l.held++
 		} else {
@@ -138,7 +148,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 				if k := math.Round(float64(jump) / float64(l.period)); k >= 1 && math.Abs(float64(jump)-k*float64(l.period)) <= float64(instantSlack) {
 					l.confirmed = true
 				}
-			} else if (now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && p.droppedTo(s)) {
+			} else if ((now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && p.droppedTo(s))) && !clocked {
 				l.slid(now, jump, held, p.droppedTo(s))
 				l.period = jump
 				if p.droppedTo(s) {
@@ -159,7 +169,8 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		} else if l.stayed && l.fixed && l.period > 0 && now.Sub(l.namedAt) >= l.period/4 && !l.namedAt.Before(l.boundary) {
 			l.confirmed = true
 		}
-		l.instant = at
+		l.clocked = clocked
+		l.instant, l.reading = at, s.Reset
 	} else {
 		l.stayed, l.far = false, false
 	}

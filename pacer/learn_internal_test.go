@@ -360,3 +360,29 @@ func TestRefusalDoublingLapses(t *testing.T) {
 		t.Errorf("window 37 s after the refusal = %v; want the 3 s the resets read", w)
 	}
 }
+
+// TestWholeSecondResetOfOneSecondTeachesNoPeriod: a sliding log of 1 s
+// written in whole seconds reads a reset of 1 s on every response, so its
+// instant moves with the clock, by the time between two responses (here
+// 1.2 s, a client that calls about once a window), however the count
+// moves (here it halves and recovers, as a log that fills and empties
+// does). The window stays the 1 s the resets read; taken for a period of
+// 1.2 s, it made each client believe in a window of its own.
+func TestWholeSecondResetOfOneSecondTeachesNoPeriod(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	for i := 0; i < 20; i++ {
+		c.Advance(1200 * time.Millisecond)
+		p.Reserve()
+		used := int64(18)
+		if i%2 == 1 {
+			used = 8
+		}
+		p.Observe(Signal{Limit: 20, Remaining: 20 - used, HasRemaining: true, Reset: time.Second})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.window != time.Second {
+		t.Errorf("window read from whole-second resets of 1 s a response 1.2 s apart = %v; want 1s", p.window)
+	}
+}

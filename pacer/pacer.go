@@ -70,6 +70,10 @@ const (
 	// the target first and gives way, whatever the number of clients; a
 	// lone client (s = 1) pays nothing.
 	fairPenalty = 0.18
+	// sparseBlend is how far, from 0 to 1, a count seen a window or
+	// more after the previous one (but within two) moves the estimate of
+	// the others' rate towards what it alone says.
+	sparseBlend = 0.8
 )
 
 // Pacer decides when one client may make its next call to a rate-limited
@@ -128,6 +132,7 @@ type Pacer struct {
 	// seen since, from their estimated rate.
 	joinedAt   time.Time
 	joinOthers float64
+	counts     int // the counts learned so far
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -388,8 +393,19 @@ func (p *Pacer) learn(now time.Time, used float64) {
 	case bucket:
 		p.learnBucket(now, used)
 	case !p.hasUsed || !p.hist.valid || now.Sub(p.obsAt) >= p.window:
+		sparse := p.hasUsed && p.hist.valid && now.Sub(p.obsAt) < 2*p.window
 		p.hist.reset(now, p.window, others)
-		p.others = others / p.window.Seconds()
+		if sparse && p.lw.clocked && p.counts >= 2 && p.limit <= 2*sparseCalls {
+			// About one count a window, on a limit of a few dozen, and
+			// resets that say nothing (see clocked): one count is a
+			// handful of calls, and taken alone it swings every
+			// client's estimate the same way at once (a full window,
+			// then an empty one). Move most of the way, not all of it,
+			// once two counts gave an estimate.
+			p.others += sparseBlend * (others/p.window.Seconds() - p.others)
+		} else {
+			p.others = others / p.window.Seconds()
+		}
 	default:
 		since := p.obsAt
 		var fresh float64
@@ -415,6 +431,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		}
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
+	p.counts++
 	p.othersUsed = others
 	p.ownNew = 0
 	p.settleJoin(now, prev, used)
