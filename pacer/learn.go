@@ -574,14 +574,34 @@ type refusalsOnly struct {
 	implied float64
 	span    time.Duration
 	at      time.Time
+	first   float64 // the calls behind the reading, if it is the first (zero otherwise)
 }
+
+const (
+	// burstCalls is how many calls a first reading must rest on to be
+	// a burst that may have taken others' share (see observe).
+	burstCalls = 10
+	// burstCutPower sets how much further a contradicted burst reading
+	// falls: by (new/old)^burstCutPower on top of the new reading.
+	burstCutPower = 0.75
+	// keptSpans and keptShare: a reading that held for keptSpans times
+	// the span of the next one falls at most to keptShare of itself.
+	keptSpans = 3
+	keptShare = 0.75
+)
 
 // observe learns how many calls the server's window allows this client:
 // the calls accepted since the previous refusal, over the time from the
 // first of them to the end of this refusal's Retry-After (when the window
 // that refused them ends). Each refusal replaces the reading, so that a
 // client that got more than its share learns the lower rate at its next
-// refusal.
+// refusal. A newcomer's first burst reads the share the others left it as
+// its own, and a greedy start can take nearly a whole window: when a
+// first reading of burstCalls or more is contradicted within two of its
+// spans (the client refused again, reading less), it was a share taken
+// from others, and the client gives way further. A client whose reading
+// held for several windows and falls at once was crowded out by such a
+// burst, not over its share: it gives way only part of the fall.
 func (r *refusalsOnly) observe(now time.Time, s Signal) {
 	if !s.Throttled {
 		if r.streak == 0 {
@@ -591,7 +611,19 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		return
 	}
 	if span := now.Add(s.RetryAfter).Sub(r.from); s.RetryAfter > 0 && r.streak >= 2 && span > 0 {
-		r.implied, r.span, r.at = r.streak/span.Seconds(), span, now
+		implied := r.streak / span.Seconds()
+		switch {
+		case r.implied <= 0:
+		case r.first >= burstCalls && now.Sub(r.at) < 2*r.span && implied < r.implied:
+			implied *= math.Pow(implied/r.implied, burstCutPower)
+		case r.span >= keptSpans*span:
+			implied = max(implied, keptShare*r.implied)
+		}
+		r.first = 0
+		if r.implied <= 0 {
+			r.first = r.streak
+		}
+		r.implied, r.span, r.at = implied, span, now
 	}
 	r.streak = 0
 }

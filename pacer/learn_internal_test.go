@@ -386,3 +386,46 @@ func TestWholeSecondResetOfOneSecondTeachesNoPeriod(t *testing.T) {
 		t.Errorf("window read from whole-second resets of 1 s a response 1.2 s apart = %v; want 1s", p.window)
 	}
 }
+
+// TestRefusalsOnlyBurstGivesWay: on a server that sends only Retry-After
+// (a fixed window of 2 s), a newcomer's burst takes 36 calls of a window
+// (a reading of 18/s); refused again a window later after 22, it gives
+// way further than the 11/s it got. A client whose 10 calls a window held
+// for four windows, crowded out to 5 in the next, keeps three quarters of
+// its reading instead of the half it got.
+func TestRefusalsOnlyBurstGivesWay(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	calls := func(r *refusalsOnly, from, n, step int) {
+		for i := range n {
+			r.observe(ms(from+i*step), Signal{})
+		}
+	}
+	refuse := func(r *refusalsOnly, at, windowEnd int) {
+		r.observe(ms(at), Signal{Throttled: true, RetryAfter: time.Duration(windowEnd-at) * time.Millisecond})
+	}
+
+	var burst refusalsOnly
+	calls(&burst, 0, 36, 5)
+	refuse(&burst, 180, 2000)
+	if got := burst.implied; math.Abs(got-18) > 0.01 {
+		t.Fatalf("first reading %.2f/s, want 18", got)
+	}
+	calls(&burst, 2000, 22, 45)
+	refuse(&burst, 3000, 4000)
+	if got, took := burst.implied, 22.0/2; got > 0.8*took {
+		t.Errorf("contradicted burst reads %.2f/s, want well below the %.2f/s it took", got, took)
+	}
+
+	var old refusalsOnly
+	calls(&old, 0, 2, 5)
+	refuse(&old, 10, 2000)
+	calls(&old, 2000, 40, 200) // 10 a window for four windows
+	refuse(&old, 10000, 10000+2000)
+	prev := old.implied
+	calls(&old, 12000, 5, 200)
+	refuse(&old, 13000, 14000)
+	if got := old.implied; got < 0.7*prev || got > prev {
+		t.Errorf("crowded-out client reads %.2f/s after %.2f/s, want about three quarters", got, prev)
+	}
+}
