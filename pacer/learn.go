@@ -587,7 +587,7 @@ const (
 	// keptSpans and keptShare: a reading that held for keptSpans times
 	// the span of the next one falls at most to keptShare of itself.
 	keptSpans = 3
-	keptShare = 0.75
+	keptShare = 0.8
 )
 
 // observe learns how many calls the server's window allows this client:

@@ -391,7 +391,7 @@ func TestWholeSecondResetOfOneSecondTeachesNoPeriod(t *testing.T) {
 // (a fixed window of 2 s), a newcomer's burst takes 36 calls of a window
 // (a reading of 18/s); refused again a window later after 22, it gives
 // way further than the 11/s it got. A client whose 10 calls a window held
-// for four windows, crowded out to 5 in the next, keeps three quarters of
+// for four windows, crowded out to 5 in the next, keeps four fifths of
 // its reading instead of the half it got.
 func TestRefusalsOnlyBurstGivesWay(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -426,6 +426,6 @@ func TestRefusalsOnlyBurstGivesWay(t *testing.T) {
 	calls(&old, 12000, 5, 200)
 	refuse(&old, 13000, 14000)
 	if got := old.implied; got < 0.7*prev || got > prev {
-		t.Errorf("crowded-out client reads %.2f/s after %.2f/s, want about three quarters", got, prev)
+		t.Errorf("crowded-out client reads %.2f/s after %.2f/s, want four fifths", got, prev)
 	}
 }
