@@ -274,21 +274,27 @@ func TestAttackAllOrNothing(t *testing.T) {
 					limits = append(limits, limit(kinds[k], j == 2))
 				}
 				h := mustNew(t, limits).Wrap(ok)
-				if mode == "refuse" { // spend the last limit's key
-					var fits bool
-					switch last {
+				// fits reports whether kind's key has an event left: spend
+				// takes it (Pace reserves rather than peeks); Shared and
+				// Bucket can only be looked at by taking.
+				fits := func(kind string, spend bool) bool {
+					switch kind {
 					case "pace":
-						res := p.Reserve("k-pace")
-						fits = res.OK()
+						if spend {
+							res := p.Reserve("k-pace")
+							return res.OK()
+						}
+						ok, _ := p.Peek("k-pace")
+						return ok
 					case "shared":
 						r, err := sh.Reserve(ctx, "httplimit:shared:k-shared")
-						fits = err == nil && r.OK()
-					case "bucket":
-						fits = storeFits(t, st, "httplimit:bucket:k-bucket", shapes)
+						return err == nil && r.OK()
+					default:
+						return storeFits(t, st, "httplimit:bucket:k-bucket", shapes)
 					}
-					if !fits {
-						t.Fatal("could not spend the last limit's key")
-					}
+				}
+				if mode == "refuse" && !fits(last, true) { // spend the last limit's key
+					t.Fatal("could not spend the last limit's key")
 				}
 				want := map[string]int{"refuse": 429, "key": 400, "store": 503}[mode]
 				for range 3 {
@@ -301,17 +307,7 @@ func TestAttackAllOrNothing(t *testing.T) {
 					}
 				}
 				for _, k := range ord[:2] {
-					var fits bool
-					switch kinds[k] {
-					case "pace":
-						fits, _ = p.Peek("k-pace")
-					case "shared":
-						r, err := sh.Reserve(ctx, "httplimit:shared:k-shared")
-						fits = err == nil && r.OK()
-					case "bucket":
-						fits = storeFits(t, st, "httplimit:bucket:k-bucket", shapes)
-					}
-					if !fits {
+					if !fits(kinds[k], false) {
 						t.Errorf("%s: spent by a request that %s refused", kinds[k], last)
 					}
 				}
