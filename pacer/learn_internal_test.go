@@ -115,7 +115,13 @@ func (b *bucketModel) call(now time.Time) Signal {
 	}
 	missing := b.limit - b.tokens
 	full := time.Duration(missing / b.limit * float64(b.window)).Truncate(time.Second)
-	s := Signal{Limit: int64(b.limit), Remaining: int64(b.tokens), HasRemaining: true, Reset: full}
+	return modelSignal(b.limit, b.tokens, full, ok)
+}
+
+// modelSignal is what the test servers of this file answer: the limit,
+// what is left and the reset, and on a refusal a Retry-After of 1 s.
+func modelSignal(limit, left float64, reset time.Duration, ok bool) Signal {
+	s := Signal{Limit: int64(limit), Remaining: int64(left), HasRemaining: true, Reset: reset}
 	if !ok {
 		s.Throttled, s.RetryAfter = true, time.Second
 	}
@@ -216,11 +222,7 @@ func (m *counterModel) call(now time.Time) Signal {
 	}
 	used := math.Ceil(est() - 1e-9)
 	reset := (start.Add(m.window).Sub(now) + time.Second - 1).Truncate(time.Second)
-	s := Signal{Limit: int64(m.limit), Remaining: int64(m.limit - used), HasRemaining: true, Reset: reset}
-	if !ok {
-		s.Throttled, s.RetryAfter = true, time.Second
-	}
-	return s
+	return modelSignal(m.limit, m.limit-used, reset, ok)
 }
 
 // TestCounterOthersSteady: a client sharing a 50-per-5 s sliding-window
