@@ -246,7 +246,10 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // as it is, unless WithFallback was given, in which case the fallback
 // decides. When ctx ends while the decision waits for its round trip, Reserve
 // returns an error wrapping ctx.Err(); as with any store call cut short, the
-// store may have debited the event all the same. A Store that panics panics
+// store may have debited the event all the same. That holds for the other
+// decisions of a round trip whose leading caller gave up: they are decided
+// again, and a debit the cut-short call made for them stays spent (stricter
+// than the pace, never over it). A Store that panics panics
 // in the caller whose goroutine made the round trip; the other decisions of
 // that round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
