@@ -150,7 +150,7 @@ var takeOneScript = redis.NewScript(luaClock + luaCarry + takeOneBody)
 const takeOneBody = `
 local interval_s, interval_ns, tolerance_s, tolerance_ns, new_gen = struct.unpack('<ddddd', ARGV[1])
 local now_s, now_ns = now(2)
-local pack, unpack9, ceil = struct.pack, struct.unpack, math.ceil
+local pack, unpack9 = struct.pack, struct.unpack
 
 -- A fresh key takes from a full bucket: taken when one interval fits the
 -- tolerance, kept (else deleted) when its arrival time is after now.
@@ -162,7 +162,6 @@ if fresh_taken and before(now_s, now_ns, fresh_s, fresh_ns) then
   fresh_px = pxat(fresh_s, fresh_ns)
 end
 local create = fresh and (redis.REDIS_VERSION_NUM or 0) >= 0x070000
-local px_ms, px = -1, nil -- the last expiry formatted, kept for the next key
 
 local out = {now_s, now_ns}
 local at = 2 -- the reply's length so far
@@ -225,9 +224,7 @@ for k = 1, #KEYS do
           next_s, next_ns)
       end
       if before(now_s, now_ns, last_s, last_ns) then
-        local ms = last_s * 1000 + ceil(last_ns / 1e6)
-        if ms ~= px_ms then px_ms, px = ms, string.format('%d', ms) end
-        redis.call('SET', key, packed, 'PXAT', px)
+        redis.call('SET', key, packed, 'PXAT', pxat(last_s, last_ns))
       else
         redis.call('DEL', key)
       end
