@@ -14,7 +14,9 @@ import (
 //	PACERSIM_ZOO_TABLE=/tmp/zoo.md go test ./internal/pacersim -run TestZooTable -timeout 1h
 //
 // PACERSIM_ZOO_SEEDS=1,2 runs other seeds; PACERSIM_ZOO_MAXLIMIT=1000
-// leaves out the kinds with a higher limit (the slowest to simulate).
+// leaves out the kinds with a higher limit (the slowest to simulate);
+// PACERSIM_ZOO_KINDS='20/2s|no reset' keeps only the kinds whose name, as
+// the table writes it, holds one of the |-separated parts.
 func TestZooTable(t *testing.T) {
 	out := os.Getenv("PACERSIM_ZOO_TABLE")
 	if out == "" {
@@ -42,6 +44,19 @@ func TestZooTable(t *testing.T) {
 		for _, k := range saved {
 			if k.Limit <= n {
 				Zoo = append(Zoo, k)
+			}
+		}
+	}
+	if v := os.Getenv("PACERSIM_ZOO_KINDS"); v != "" {
+		saved := Zoo
+		defer func() { Zoo = saved }()
+		Zoo = nil
+		for _, k := range saved {
+			for _, part := range strings.Split(v, "|") {
+				if strings.Contains(k.String(), part) {
+					Zoo = append(Zoo, k)
+					break
+				}
 			}
 		}
 	}
