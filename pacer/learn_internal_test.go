@@ -431,3 +431,98 @@ func TestRefusalsOnlyBurstGivesWay(t *testing.T) {
 		t.Errorf("crowded-out client reads %.2f/s after %.2f/s, want four fifths", got, prev)
 	}
 }
+
+// countingLogModel is a sliding log of one window that counts refused
+// calls too: a call is accepted while fewer than limit calls, accepted or
+// refused, arrived within the window before it, and every call is logged.
+// It reports the calls left (never below zero), the reset as the time
+// until its oldest call leaves, and on a refusal a Retry-After until
+// enough calls have left for one more, both in whole seconds rounded up,
+// at least one.
+type countingLogModel struct {
+	limit  int
+	window time.Duration
+	log    []time.Time
+}
+
+func (m *countingLogModel) call(now time.Time) Signal {
+	for len(m.log) > 0 && !m.log[0].Add(m.window).After(now) {
+		m.log = m.log[1:]
+	}
+	ok := len(m.log) < m.limit
+	m.log = append(m.log, now)
+	wholeSeconds := func(d time.Duration) time.Duration {
+		return max(time.Second, (d + time.Second - 1).Truncate(time.Second))
+	}
+	s := Signal{Limit: int64(m.limit), Remaining: int64(max(0, m.limit-len(m.log))), HasRemaining: true,
+		Reset: wholeSeconds(m.log[0].Add(m.window).Sub(now)), Throttled: !ok}
+	if !ok {
+		s.RetryAfter = wholeSeconds(m.log[len(m.log)-m.limit].Add(m.window).Sub(now))
+	}
+	return s
+}
+
+// TestSparseCountsDampTheLoop: sixteen clients share 20 calls a second on
+// a sliding log of one second that counts refused calls, with resets that
+// always read 1 s: each sees about one count a window, which lags a
+// window. Before the loop's step shrank with the counts a client sees,
+// every client cut at once on a full window and grew at once on the
+// nearly empty one after, and each swing ended in a wave of refusals,
+// each holding the window full: over windows 8 to 30, 38% of the calls
+// were refused and utilisation was 0.52 (now 2-5% and 0.85-0.89 over
+// six sets of seeds).
+func TestSparseCountsDampTheLoop(t *testing.T) {
+	const clients, rtt = 16, 5 * time.Millisecond
+	m := &countingLogModel{limit: 20, window: time.Second}
+	type client struct {
+		c    *fakeclock.Clock
+		p    *Pacer
+		send time.Time // next call, or zero while one is in flight
+		resp time.Time // its response
+	}
+	cs := make([]*client, clients)
+	for i := range cs {
+		start := ownT0.Add(time.Duration(i) * time.Millisecond)
+		c := fakeclock.New(start)
+		cs[i] = &client{c: c, p: New(WithClock(c), WithSeed(uint64(i+1))), send: start}
+	}
+	from, end := ownT0.Add(8*time.Second), ownT0.Add(30*time.Second)
+	accepted, refused := 0, 0
+	pending := make([]Signal, clients)
+	for {
+		// The next event: a client's call or a response.
+		k, at, isSend := -1, time.Time{}, false
+		for i, cl := range cs {
+			if !cl.send.IsZero() && (k < 0 || cl.send.Before(at)) {
+				k, at, isSend = i, cl.send, true
+			}
+			if !cl.resp.IsZero() && (k < 0 || cl.resp.Before(at)) {
+				k, at, isSend = i, cl.resp, false
+			}
+		}
+		if !at.Before(end) {
+			break
+		}
+		cl := cs[k]
+		cl.c.Set(at)
+		if isSend {
+			pending[k] = m.call(at)
+			if !at.Before(from) {
+				if pending[k].Throttled {
+					refused++
+				} else {
+					accepted++
+				}
+			}
+			cl.send, cl.resp = time.Time{}, at.Add(rtt)
+			continue
+		}
+		cl.p.Observe(pending[k])
+		cl.resp, cl.send = time.Time{}, at.Add(cl.p.Reserve())
+	}
+	ratio := float64(refused) / float64(accepted+refused)
+	util := float64(accepted) / (20 * end.Sub(from).Seconds())
+	if ratio > 0.10 || util < 0.75 {
+		t.Errorf("over windows 8 to 30: 429 ratio %.1f%%, utilisation %.2f; want at most 10%%, at least 0.75", 100*ratio, util)
+	}
+}

@@ -817,16 +817,39 @@ func (p *Pacer) control(now time.Time) {
 			share := p.rate / (p.rate + p.othersRate())
 			x := (p.rate + p.othersRate()) * w / p.limit * (1 + fairPenalty*math.Sqrt(share*(1-share)))
 			x = math.Max(x, p.used/p.limit)
+			g := p.gain()
 			switch {
 			case x > target:
-				p.rate *= math.Pow(target/x, p.cfg.decrease/periods)
+				p.rate *= math.Pow(target/x, g*p.cfg.decrease/periods)
 			case !p.waited().Before(p.ctlAt):
-				p.rate += (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods * p.settled(end)
+				p.rate += g * (p.cfg.increase + shareGrowth*share) * (target - x) / target * p.limit / w / periods * p.settled(end)
 			}
 			p.clampRate()
 		}
 		p.ctlAt = end
 	}
+}
+
+// gain returns the fraction, from 0 to 1, of its step that the control
+// loop takes each period. The loop acts every W/periods on the latest
+// reading, which a count refreshes: a client that sees a count less often
+// than once per time constant of the estimate (smoothing) acts on each
+// for many periods, a window of them when it calls once a window, a step
+// per count many times the one a client that counts often takes. Where
+// the resets say nothing of the window (see clocked), the count is all a
+// client reads, and it lags a window: every client, acting on the same
+// full window a window late, cuts at once, then grows at once on the
+// nearly empty one that follows, an oscillation over about two windows
+// that a server counting refused calls keeps going (each refusal holds
+// the window full for a window). There the step shrinks in proportion to
+// the counts the client sees per time constant, at least one a window
+// (its gap is at most a window). It must be called with p.mu held.
+func (p *Pacer) gain() float64 {
+	if !p.lw.clocked {
+		return 1
+	}
+	perWindow := math.Max(1, p.rate*p.window.Seconds())
+	return math.Min(1, perWindow*smoothing)
 }
 
 // now reads the clock for callers outside the lock (the transport turns
