@@ -74,6 +74,10 @@ const (
 	// more after the previous one (but within two) moves the estimate of
 	// the others' rate towards what it alone says.
 	sparseBlend = 0.8
+	// onceAWindow is the most calls a client that calls about once a
+	// window has counted in one: one, or two when its gap is just under
+	// a window.
+	onceAWindow = 2
 )
 
 // Pacer decides when one client may make its next call to a rate-limited
@@ -335,6 +339,18 @@ func (p *Pacer) Observe(s Signal) {
 	p.refused(now, s)
 	if p.rate > 0 {
 		p.rate *= throttleCut
+		if n := p.own.counted(); p.secondResets() && n <= onceAWindow {
+			// A client that calls about once a window, where the
+			// resets say nothing (see secondResets): its rate, set in
+			// a burst or grown on a window a refusal wave had emptied,
+			// comes down only slowly through the damped loop (see
+			// gain), and every such client back a window later at that
+			// rate fills the window at once and is refused again. A
+			// full window holds its share: the calls it had counted in
+			// the window that refused it (one at least), at the target
+			// fraction.
+			p.rate = math.Min(p.rate, p.cfg.target*math.Max(1, n)/p.window.Seconds())
+		}
 		p.clampRate()
 	}
 	if _, ok := p.untilTurnover(now); ok && p.fixedSure() && !p.last.After(now) {
@@ -836,20 +852,31 @@ func (p *Pacer) control(now time.Time) {
 // than once per time constant of the estimate (smoothing) acts on each
 // for many periods, a window of them when it calls once a window, a step
 // per count many times the one a client that counts often takes. Where
-// the resets say nothing of the window (see clocked), the count is all a
-// client reads, and it lags a window: every client, acting on the same
-// full window a window late, cuts at once, then grows at once on the
-// nearly empty one that follows, an oscillation over about two windows
-// that a server counting refused calls keeps going (each refusal holds
-// the window full for a window). There the step shrinks in proportion to
-// the counts the client sees per time constant, at least one a window
-// (its gap is at most a window). It must be called with p.mu held.
+// the resets say nothing of the window (see secondResets), the count is
+// all a client reads, and it lags a window: every client, acting on the
+// same full window a window late, cuts at once, then grows at once on
+// the nearly empty one that follows, an oscillation over about two
+// windows that a server counting refused calls keeps going (each refusal
+// holds the window full for a window). There the step shrinks in
+// proportion to the counts the client sees per time constant, at least
+// one a window (its gap is at most a window). It must be called with
+// p.mu held.
 func (p *Pacer) gain() float64 {
-	if !p.lw.clocked {
+	if !p.secondResets() {
 		return 1
 	}
 	perWindow := math.Max(1, p.rate*p.window.Seconds())
 	return math.Min(1, perWindow*smoothing)
+}
+
+// secondResets reports whether the resets say nothing of the window but
+// that it is a second: the latest read as the one before (see clocked)
+// and none ever read longer than a second, as a window of a second
+// written in whole seconds always reads. (A longer window's reset reads
+// 1 s twice in a row now and then, when its oldest call is about to
+// leave.) It must be called with p.mu held.
+func (p *Pacer) secondResets() bool {
+	return p.lw.clocked && p.lw.longest <= instantSlack
 }
 
 // now reads the clock for callers outside the lock (the transport turns
