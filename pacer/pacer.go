@@ -630,7 +630,12 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.prune(now)
 	if p.sparseOn() {
 		slot := p.sparseSlot(now)
-
+		if slot.Before(p.hold) {
+			slot = p.hold
+		}
+		return slot
+	}
+	if slot, ok := p.sparseFirst(now); ok {
 		if slot.Before(p.hold) {
 			slot = p.hold
 		}
@@ -758,14 +763,12 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if b := p.cfg.burst * p.cfg.target * p.limit; u < b && b >= 2 && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
+	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
 		// else's, nor was within the last two windows (a fixed window
 		// that just turned over looks idle). Clients that start together
 		// see each other at once and pace from the start, instead of
-		// racing for the burst. A burst of less than two calls (a limit
-		// of a handful a window) is none: its one call takes a slot the
-		// others' first calls need.
+		// racing for the burst.
 		return 0
 	}
 	r := p.rate

@@ -24,10 +24,10 @@ import (
 //     leave, in the last part of the window, one call at a time until the
 //     count reaches the limit: nobody else does, so the extra calls never
 //     collide. Unless the regular calls may fill the window by themselves:
-//     a regular call of the last crowdWindows windows was counted at the
-//     limit or refused, or the regular calls a window, estimated, are
-//     within half a call of the limit. A client that has seen no other
-//     client's calls takes them at once.
+//     a call of the last crowdWindows windows was refused, or a regular
+//     call was counted at the limit, or the regular calls a window,
+//     estimated, are within half a call of the limit. A client that has
+//     seen no other client's calls takes them at once.
 //
 // The others' regular calls a window are read from the count at this
 // client's regular calls: the calls before it, over the part of the
@@ -93,9 +93,11 @@ const (
 	// before they move q or allow extra calls: a third of a window's
 	// worth.
 	minPhases = 0.3
-	// crowdWindows is how many windows after its regular calls reached
-	// the limit a client takes no extra calls.
-	crowdWindows = 4
+	// crowdWindows is how many windows after a refusal (or a regular
+	// call counted at the limit) a client takes no extra calls: about
+	// the memory of the estimate (sparseDecay), which is what says the
+	// clients are fewer than the limit again.
+	crowdWindows = 8
 	// minShare is the lowest q: a regular call at least every 256
 	// windows, as the rate's floor (see clampRate).
 	minShare = 1.0 / ownBuckets
@@ -304,9 +306,10 @@ func (p *Pacer) sparseObserve(now time.Time, s Signal) {
 	phase := math.Min(1, math.Max(0, 1-float64(sp.end.Sub(now))/float64(p.window)))
 	regular := phase < regularSpan && sp.mine == 0
 	if s.Throttled {
-		sp.full = true
+		// Refused, a regular call or an extra one: the regular calls
+		// filled the window.
+		sp.full, sp.crowdedAt = true, sp.end
 		if regular {
-			sp.crowdedAt = sp.end
 			sp.booked = time.Time{}
 			sp.q = math.Max(sp.q*throttleCut, minShare)
 			// The limit came before it: a lower bound.
@@ -377,4 +380,27 @@ func (p *Pacer) sparseWait(now time.Time) {
 	if !p.last.After(now) {
 		p.last = time.Time{}
 	}
+}
+
+// sparseFirst returns the slot of the next call of a client on a limit of
+// a few calls whose window is not known to be fixed yet (its resets read
+// more than twice instantSlack), whose count showed nobody else's calls:
+// it may be alone, or the first of several. It takes the rest of the
+// window as the client counted first does in the plan: in the last part
+// of the window, one call at a time, until the count reaches the limit;
+// then a random point of the regular span of the next window. It returns
+// false when the rule does not apply (see sparseWait for a count that
+// showed others). It must be called with p.mu held.
+func (p *Pacer) sparseFirst(now time.Time) (time.Time, bool) {
+	l := &p.lw
+	if p.limit <= 0 || p.limit >= sparseCalls || l.fixed || l.longest <= 2*instantSlack || !p.hasUsed || !l.instant.After(now) || l.instant.Sub(now) > p.window {
+		return time.Time{}, false
+	}
+	if p.used-p.own.counted() >= 1 {
+		return time.Time{}, false
+	}
+	if p.used >= p.limit || p.own.flying > 0 || p.ahead.len() > 0 {
+		return p.randomIn(l.instant, l.instant.Add(time.Duration(regularSpan*float64(p.window)))), true
+	}
+	return latest(now, l.instant.Add(-time.Duration((1-regularSpan)*float64(p.window)))), true
 }

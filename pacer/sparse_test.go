@@ -209,15 +209,21 @@ func TestRefusalWithoutRetryAfterWaitsForReset(t *testing.T) {
 	}
 }
 
-// TestNoBurstOfOneCall: on a limit of 5 a window, the idle-key burst (a
-// quarter of the target) is a single call, which would take a slot the
-// other clients' first calls need: the second call is paced.
-func TestNoBurstOfOneCall(t *testing.T) {
-	if d := afterFirstCall(5, 1); d <= 0 {
-		t.Fatalf("after the first call on a limit of 5: Reserve() = %v; want a paced call", d)
+// TestSmallLimitFirstTakesTheRest: on a limit of 5 whose window is not
+// known to be fixed yet, a client whose first call the count shows alone
+// (it may be alone, or the first of several) takes the rest of the window
+// as the client counted first does once the window is known: in its last
+// tenth, one call at a time, once the others' first calls are in. Before,
+// it paced at the target over the window (a call every 2 s), and where
+// others shared the key the window filled before them; on a limit of 100,
+// nothing changes (the idle-key burst).
+func TestSmallLimitFirstTakesTheRest(t *testing.T) {
+	// The first call is counted 1 ms in, the window ends 9 s later.
+	if d := afterFirstCall(5, 1); d < 8*time.Second || d >= 9*time.Second {
+		t.Fatalf("after a first call counted alone on a limit of 5, reset 9 s: next call in %v; want in the last tenth of the window, [8.1s, 9s)", d)
 	}
 	if d := afterFirstCall(100, 1); d != 0 {
-		t.Fatalf("after the first call on a limit of 100: Reserve() = %v; want the burst", d)
+		t.Fatalf("after a first call counted alone on a limit of 100: Reserve() = %v; want the burst", d)
 	}
 }
 
