@@ -52,7 +52,13 @@ type learner struct {
 	// window: this client's calls before it no longer count.
 	boundary time.Time
 	othersAt time.Time // the latest response whose count included other clients' calls
-	phase    float64   // where in its gap after a fixed window's turnover this client calls, in [0, 1)
+	limitAt  time.Time // the instant named by the latest refusal at the limit
+	waitFor  time.Time // the instant a client held by sparseWait waits for
+	// retryAfter reports whether the server ever sent a Retry-After: a
+	// refusal without one from such a server most likely carried a date
+	// that had passed.
+	retryAfter bool
+	phase      float64 // where in its gap after a fixed window's turnover this client calls, in [0, 1)
 	// floor is what refusals taught: a window learned from resets alone
 	// that gets the client refused is doubled, at most once a window, back
 	// towards the default (the more conservative reading wins), until
@@ -130,12 +136,21 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		} else {
 			l.held = 1
 		}
+		// On a limit of a few calls, the count rarely halves at a
+		// turnover: the clients call a few times a window each, and
+		// some call soon after it. A count below the one before (or
+		// refused ones) after the instant named moved on by about a
+		// window (the longest reading is one at most), of more than
+		// twice instantSlack, turned over (see refilled and
+		// onWindowGrid).
+		dropped := p.droppedTo(s) || p.refilled(now, s, jump)
+		p.onWindowGrid(now, s, at)
 		if !l.instant.IsZero() && passed && jump > instantSlack {
 			// Seen soon after it passed, the move is a window (a fixed
 			// window turned over there, or a counter expired a window
 			// after the call that created it) and, if the count dropped
 			// with it, the window is a fixed one.
-			if l.fixed && p.droppedTo(s) {
+			if l.fixed && dropped {
 				// Known fixed: the count dropped, the window turned over
 				// at the instant named, however late this response (or
 				// a window before the new instant, if later: a window
@@ -148,10 +163,10 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 				if k := math.Round(float64(jump) / float64(l.period)); k >= 1 && math.Abs(float64(jump)-k*float64(l.period)) <= float64(instantSlack) {
 					l.confirmed = true
 				}
-			} else if ((now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && p.droppedTo(s))) && !clocked {
-				l.slid(now, jump, held, p.droppedTo(s))
+			} else if ((now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && dropped) || (dropped && !p.droppedTo(s))) && !clocked {
+				l.slid(now, jump, held, dropped)
 				l.period = jump
-				if p.droppedTo(s) {
+				if dropped {
 					if !l.fixed {
 						l.phase = p.rng.Float64()
 					}
@@ -175,6 +190,9 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		l.stayed, l.far = false, false
 	}
 	p.bucketLike(now, s)
+	if s.RetryAfter > 0 {
+		l.retryAfter = true
+	}
 	if d := max(reading, s.RetryAfter); d >= minReading && d > l.longest {
 		l.longest = d
 	}
@@ -425,10 +443,11 @@ func (p *Pacer) refused(now time.Time, s Signal) {
 	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
 		return
 	}
-	if s.RetryAfter <= 0 && p.heldFull(now) {
+	if s.RetryAfter <= 0 && (p.heldFull(now) || p.noRetryAfter(s)) {
 		// No Retry-After, and a reset that has named the same instant
-		// while the count rose to the limit: a full fixed window, not a
-		// misreading.
+		// while the count rose to the limit (a full fixed window), or
+		// from a server that never sends one, whose reset the client
+		// waits for (see Observe): not a misreading.
 		return
 	}
 	if s.Reset >= minReading && s.Reset >= p.window*9/10 && s.Reset <= p.window && s.RetryAfter >= s.Reset/2 {
@@ -637,4 +656,67 @@ func (r *refusalsOnly) rate(now time.Time) float64 {
 	}
 	w := r.span.Seconds()
 	return r.implied + probeStep*now.Sub(r.at).Seconds()/(w*w)
+}
+
+// refilled reports whether s, observed at now with the reset instant
+// moved on by jump, shows a fixed window turned over on a limit of a few
+// calls (below sparseCalls) and resets of more than twice instantSlack:
+// the count is below the one before, or, for an accepted call, no higher
+// than this client's own calls within the window (which a sliding window
+// would still count), and the instant moved by about a window, the
+// response coming less than a window after the instant passed. A sliding
+// log moves its instant by about a window only when its calls leave it
+// all but at once, as a fixed window's do. It must be called with p.mu
+// held, before the count is learned.
+func (p *Pacer) refilled(now time.Time, s Signal, jump time.Duration) bool {
+	l := &p.lw
+	used, _, ok := p.countOf(s)
+	if !ok || l.instant.IsZero() || l.longest <= 2*instantSlack || p.limit <= 0 || p.limit >= sparseCalls || !p.hasUsed {
+		return false
+	}
+	lower := used < p.used || (!s.Throttled && used <= p.own.counted())
+	return lower && jump >= l.longest/2 && jump < 2*l.longest-instantSlack && now.Sub(l.instant) < jump
+}
+
+// onWindowGrid recognises a fixed window from refusals alone: on a limit
+// of a few calls (below sparseCalls), refusals at the limit whose reset
+// instants are one or two windows apart, within a tenth of instantSlack
+// of whole windows, each named exactly, are the ends of a fixed window,
+// though this client never saw its count drop (it always came after the
+// window had filled). A sliding log names when its oldest call leaves,
+// anywhere. The period is the spacing, and the window turned over a
+// period before the instant named. It must be called with p.mu held,
+// with at the instant s names.
+func (p *Pacer) onWindowGrid(now time.Time, s Signal, at time.Time) {
+	l := &p.lw
+	used, limit, ok := p.countOf(s)
+	if !s.Throttled || !ok || limit <= 0 || limit >= sparseCalls || used < limit {
+		return
+	}
+	last := l.limitAt
+	l.limitAt = at
+	clocked := s.Reset <= instantSlack && s.Reset == l.reading
+	if last.IsZero() || l.fixed || l.longest <= 2*instantSlack || clocked {
+		return
+	}
+	d := at.Sub(last)
+	k := math.Round(float64(d) / float64(l.longest))
+	if k < 1 || k > 2 {
+		return
+	}
+	if per := time.Duration(float64(d) / k); per >= l.longest-instantSlack/10 && per <= l.longest+instantSlack/10 {
+		l.period, l.fixed, l.boundary = per, true, at.Add(-per)
+		l.phase = p.rng.Float64()
+		p.forgetBefore(earliest(l.boundary, now))
+	}
+}
+
+// noRetryAfter reports whether the refusal s, without Retry-After, came
+// from a server that never sent one, with a reset longer than twice
+// instantSlack: the reset is then the server's only word on when calls go
+// again. (A Retry-After written as a date, to the second, reads nothing
+// when it names the second that is ending; a shorter reset may be a
+// bucket's next token or time to full, misread as a window, see refused.)
+func (p *Pacer) noRetryAfter(s Signal) bool {
+	return s.RetryAfter <= 0 && s.Reset > 2*instantSlack && !p.lw.retryAfter
 }

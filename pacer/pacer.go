@@ -136,7 +136,8 @@ type Pacer struct {
 	// seen since, from their estimated rate.
 	joinedAt   time.Time
 	joinOthers float64
-	counts     int // the counts learned so far
+	counts     int    // the counts learned so far
+	sp         sparse // the window-by-window plan of a small fixed window
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -292,13 +293,17 @@ func (p *Pacer) Observe(s Signal) {
 	p.control(now)
 	p.prune(now)
 	if !p.own.land() && p.ahead.len() > 0 {
-		p.ahead.popFront() // observed before its slot
+		slot := p.ahead.popFront() // observed before its slot
+		if p.sp.on {
+			p.sparseUnbook(slot)
+		}
 	}
 	if s.Window > 0 {
 		p.setWindow(s.Window)
 		p.winSet = true
 	}
 	p.learnWindow(now, s)
+
 	if s.Limit > 0 {
 		l := float64(s.Limit)
 		if p.limit > 0 && l != p.limit {
@@ -325,6 +330,20 @@ func (p *Pacer) Observe(s Signal) {
 	}
 	if p.limit <= 0 && !s.HasUsed && !s.HasRemaining {
 		p.ro.observe(now, s)
+	}
+	p.sparseWait(now)
+	p.sparseCount(s)
+	if p.sparseOn() {
+		p.sparseObserve(now, s)
+		if s.Throttled {
+			// The plan moves the next call to the next window; a
+			// Retry-After still holds every call until it has passed.
+			if t := now.Add(s.RetryAfter); t.After(p.hold) {
+				p.hold = t
+			}
+			p.replanLocked(now)
+			return
+		}
 	}
 	if !s.Throttled {
 		p.strikes = 0
@@ -362,6 +381,21 @@ func (p *Pacer) Observe(s Signal) {
 		p.last = time.Time{}
 	}
 	wait := s.RetryAfter
+	if wait <= 0 && p.noRetryAfter(s) {
+		// No Retry-After: the reset is the server's only word on when
+		// calls go again (a fixed window's end, a sliding log's oldest
+		// call leaving it), and the more conservative reading wins over
+		// backing off by W/60 into the same full window. The clients it
+		// refused go at random points of their gap after it, not all at
+		// once (those that come early see the count drop), and not a
+		// gap after the refused call, which spent nothing.
+		p.holdUntil(now.Add(s.Reset), now)
+		if !p.last.After(now) {
+			p.last = time.Time{}
+		}
+		p.replanLocked(now)
+		return
+	}
 	if wait <= 0 && p.heldFull(now) {
 		// No Retry-After, but a fixed window full until the instant
 		// its reset has named for a while.
@@ -610,6 +644,19 @@ func (p *Pacer) nowLocked() time.Time {
 func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.control(now)
 	p.prune(now)
+	if p.sparseOn() {
+		slot := p.sparseSlot(now)
+		if slot.Before(p.hold) {
+			slot = p.hold
+		}
+		return slot
+	}
+	if slot, ok := p.sparseFirst(now); ok {
+		if slot.Before(p.hold) {
+			slot = p.hold
+		}
+		return slot
+	}
 	slot := p.lastSlot().Add(p.gap(now))
 	if b := now.Add(p.barrier(now)); slot.Before(b) {
 		slot = b
@@ -634,6 +681,9 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 // bookLocked hands out slot outside the queue: to Reserve, to a Wait
 // that need not wait, or to the head of the queue when it goes.
 func (p *Pacer) bookLocked(now, slot time.Time) {
+	if p.sp.on {
+		p.sparseBook(slot)
+	}
 	if slot.After(p.last) {
 		p.last = slot
 	}
@@ -816,6 +866,11 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 // (W/60) that ended by now. It must be called with p.mu held.
 func (p *Pacer) control(now time.Time) {
 	period := max(p.window/periods, 1)
+	if p.sp.on {
+		// The share of a small fixed window moves with its counts.
+		p.ctlAt = now
+		return
+	}
 	if p.ctlAt.IsZero() || now.Sub(p.ctlAt) > 2*p.window {
 		p.ctlAt = now
 		return
