@@ -593,7 +593,13 @@ const (
 // observe learns how many calls the server's window allows this client:
 // the calls accepted since the previous refusal, over the time from the
 // first of them to the end of this refusal's Retry-After (when the window
-// that refused them ends). Each refusal replaces the reading, so that a
+// that refused them ends). One accepted call is a reading too, and so is
+// none when the client has no reading yet: refused before any call of its
+// own got in, the others had filled the window, and it reads one call per
+// Retry-After (at most what that window would have left it). Without a
+// reading it would call back to back again at the next window, fill it
+// before the clients that have one, and take their share. Each refusal
+// replaces the reading, so that a
 // client that got more than its share learns the lower rate at its next
 // refusal. A newcomer's first burst reads the share the others left it as
 // its own, and a greedy start can take nearly a whole window: when a
@@ -610,8 +616,12 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		r.streak++
 		return
 	}
-	if span := now.Add(s.RetryAfter).Sub(r.from); s.RetryAfter > 0 && r.streak >= 2 && span > 0 {
-		implied := r.streak / span.Seconds()
+	calls, span := r.streak, now.Add(s.RetryAfter).Sub(r.from)
+	if calls == 0 && r.implied <= 0 {
+		calls, span = 1, s.RetryAfter
+	}
+	if s.RetryAfter > 0 && calls >= 1 && span > 0 {
+		implied := calls / span.Seconds()
 		switch {
 		case r.implied <= 0:
 		case r.first >= burstCalls && now.Sub(r.at) < 2*r.span && implied < r.implied:
@@ -621,7 +631,7 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		}
 		r.first = 0
 		if r.implied <= 0 {
-			r.first = r.streak
+			r.first = calls
 		}
 		r.implied, r.span, r.at = implied, span, now
 	}

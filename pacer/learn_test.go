@@ -1,6 +1,7 @@
 package pacer_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -208,4 +209,75 @@ func call(c *fakeclock.Clock, p *pacer.Pacer, at time.Time, s pacer.Signal) {
 	c.Set(at)
 	p.Reserve()
 	p.Observe(s)
+}
+
+// TestRefusedBeforeItsFirstCallDoesNotBurstAgain: sixteen clients start
+// together, 2 ms apart (a round trip is 5 ms), on a server that sends only a
+// Retry-After (a fixed window of 40 calls per 2 s on the clock, refusals
+// answered with the whole seconds until the window ends, rounded up). The
+// first window fills within a few round trips: some clients get one call
+// in, some none, before they are refused. Each refusal is a reading, so
+// that none of them calls back to back into the next window, which would
+// fill it before the others' first call there and get them all refused
+// again: after the first window, the clients are refused less than twice
+// a window between them (not all sixteen), and none takes more than a
+// quarter of a window.
+func TestRefusedBeforeItsFirstCallDoesNotBurstAgain(t *testing.T) {
+	const (
+		clients = 16
+		limit   = 40
+		window  = 2 * time.Second
+		rtt     = 5 * time.Millisecond
+		windows = 10
+	)
+	c := newFakeClock(t0)
+	ps := make([]*pacer.Pacer, clients)
+	send := make([]time.Time, clients) // each client's next call
+	for i := range ps {
+		ps[i] = pacer.New(pacer.WithClock(c), pacer.WithSeed(uint64(i+1)))
+		send[i] = t0.Add(time.Duration(i) * 2 * time.Millisecond)
+	}
+	// The server: a count per window of the clock, refused calls counted.
+	count := map[int64]int{}
+	refused := make([]int, windows)
+	took := make([][clients]int, windows)
+	end := t0.Add(windows * window)
+	for {
+		i := 0
+		for j := range send {
+			if send[j].Before(send[i]) {
+				i = j
+			}
+		}
+		at := send[i]
+		if !at.Before(end) {
+			break
+		}
+		arrive := at.Add(rtt / 2)
+		w := int64(arrive.Sub(t0) / window)
+		count[w]++
+		s := pacer.Signal{}
+		if count[w] > limit {
+			left := t0.Add(time.Duration(w+1) * window).Sub(arrive)
+			s = pacer.Signal{Throttled: true, RetryAfter: time.Duration(math.Ceil(left.Seconds())) * time.Second}
+			refused[w]++
+		} else {
+			took[w][i]++
+		}
+		c.Set(at.Add(rtt))
+		ps[i].Observe(s)
+		send[i] = c.Now().Add(ps[i].Reserve())
+	}
+	later := 0
+	for w := 1; w < windows; w++ {
+		later += refused[w]
+		for i, n := range took[w] {
+			if n > limit/4 {
+				t.Errorf("client %d took %d calls of window %d; want at most a quarter of the %d (no burst)", i, n, w, limit)
+			}
+		}
+	}
+	if later >= 2*(windows-1) {
+		t.Errorf("refusals after the first window = %d over %d windows (%v); want fewer than two a window", later, windows-1, refused)
+	}
 }
