@@ -582,12 +582,18 @@ const (
 	// a burst that may have taken others' share (see observe).
 	burstCalls = 10
 	// burstCutPower sets how much further a contradicted burst reading
-	// falls: by (new/old)^burstCutPower on top of the new reading.
-	burstCutPower = 0.75
-	// keptSpans and keptShare: a reading that held for keptSpans times
-	// the span of the next one falls at most to keptShare of itself.
+	// falls: by (new/old)^burstCutPower on top of the new reading. The
+	// client paced at old and made new while the others made the rest of
+	// the window (about old - new): they call at about old·(old/new - 1)
+	// a window, which leaves it old·(2 - old/new). At new/old = 0.55 that
+	// is a fifth of old, and so is (new/old)^2.75; unlike the difference,
+	// the power does not fall to nothing at new/old = 0.5 (the others'
+	// estimate is rough: the window allowed the burst about old, not
+	// exactly).
+	burstCutPower = 1.75
+	// keptSpans: a reading that held for keptSpans times the span of the
+	// next one does not fall with it (see observe).
 	keptSpans = 3
-	keptShare = 0.8
 )
 
 // observe learns how many calls the server's window allows this client:
@@ -605,9 +611,11 @@ const (
 // its own, and a greedy start can take nearly a whole window: when a
 // first reading of burstCalls or more is contradicted within two of its
 // spans (the client refused again, reading less), it was a share taken
-// from others, and the client gives way further. A client whose reading
-// held for several windows and falls at once was crowded out by such a
-// burst, not over its share: it gives way only part of the fall.
+// from others, and the client gives way further, to about the headroom
+// the others leave it. A client whose reading held for several windows
+// and falls at once was crowded out by such a burst, not over its share:
+// it keeps its reading, the burst's client giving way at its next refusal
+// (a second refusal within a few windows is believed).
 func (r *refusalsOnly) observe(now time.Time, s Signal) {
 	if !s.Throttled {
 		if r.streak == 0 {
@@ -627,7 +635,7 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		case r.first >= burstCalls && now.Sub(r.at) < 2*r.span && implied < r.implied:
 			implied *= math.Pow(implied/r.implied, burstCutPower)
 		case r.span >= keptSpans*span:
-			implied = max(implied, keptShare*r.implied)
+			implied = max(implied, r.implied)
 		}
 		r.first = 0
 		if r.implied <= 0 {
