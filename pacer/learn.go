@@ -601,26 +601,40 @@ const (
 	// a burst that may have taken others' share (see observe).
 	burstCalls = 10
 	// burstCutPower sets how much further a contradicted burst reading
-	// falls: by (new/old)^burstCutPower on top of the new reading.
-	burstCutPower = 0.75
-	// keptSpans and keptShare: a reading that held for keptSpans times
-	// the span of the next one falls at most to keptShare of itself.
+	// falls: by (new/old)^burstCutPower on top of the new reading. The
+	// client paced at old and made new while the others made the rest of
+	// the window (about old - new): they call at about old·(old/new - 1)
+	// a window, which leaves it old·(2 - old/new). At new/old = 0.55 that
+	// is a fifth of old, and so is (new/old)^2.75; unlike the difference,
+	// the power does not fall to nothing at new/old = 0.5 (the others'
+	// estimate is rough: the window allowed the burst about old, not
+	// exactly).
+	burstCutPower = 1.75
+	// keptSpans: a reading that held for keptSpans times the span of the
+	// next one does not fall with it (see observe).
 	keptSpans = 3
-	keptShare = 0.8
 )
 
 // observe learns how many calls the server's window allows this client:
 // the calls accepted since the previous refusal, over the time from the
 // first of them to the end of this refusal's Retry-After (when the window
-// that refused them ends). Each refusal replaces the reading, so that a
+// that refused them ends). One accepted call is a reading too, and so is
+// none when the client has no reading yet: refused before any call of its
+// own got in, the others had filled the window, and it reads one call per
+// Retry-After (at most what that window would have left it). Without a
+// reading it would call back to back again at the next window, fill it
+// before the clients that have one, and take their share. Each refusal
+// replaces the reading, so that a
 // client that got more than its share learns the lower rate at its next
 // refusal. A newcomer's first burst reads the share the others left it as
 // its own, and a greedy start can take nearly a whole window: when a
 // first reading of burstCalls or more is contradicted within two of its
 // spans (the client refused again, reading less), it was a share taken
-// from others, and the client gives way further. A client whose reading
-// held for several windows and falls at once was crowded out by such a
-// burst, not over its share: it gives way only part of the fall.
+// from others, and the client gives way further, to about the headroom
+// the others leave it. A client whose reading held for several windows
+// and falls at once was crowded out by such a burst, not over its share:
+// it keeps its reading, the burst's client giving way at its next refusal
+// (a second refusal within a few windows is believed).
 func (r *refusalsOnly) observe(now time.Time, s Signal) {
 	if !s.Throttled {
 		if r.streak == 0 {
@@ -629,18 +643,22 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		r.streak++
 		return
 	}
-	if span := now.Add(s.RetryAfter).Sub(r.from); s.RetryAfter > 0 && r.streak >= 2 && span > 0 {
-		implied := r.streak / span.Seconds()
+	calls, span := r.streak, now.Add(s.RetryAfter).Sub(r.from)
+	if calls == 0 && r.implied <= 0 {
+		calls, span = 1, s.RetryAfter
+	}
+	if s.RetryAfter > 0 && calls >= 1 && span > 0 {
+		implied := calls / span.Seconds()
 		switch {
 		case r.implied <= 0:
 		case r.first >= burstCalls && now.Sub(r.at) < 2*r.span && implied < r.implied:
 			implied *= math.Pow(implied/r.implied, burstCutPower)
 		case r.span >= keptSpans*span:
-			implied = max(implied, keptShare*r.implied)
+			implied = max(implied, r.implied)
 		}
 		r.first = 0
 		if r.implied <= 0 {
-			r.first = r.streak
+			r.first = calls
 		}
 		r.implied, r.span, r.at = implied, span, now
 	}

@@ -1,6 +1,7 @@
 package pacer_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -209,4 +210,119 @@ func call(c *fakeclock.Clock, p *pacer.Pacer, at time.Time, s pacer.Signal) {
 	c.Set(at)
 	p.Reserve()
 	p.Observe(s)
+}
+
+// TestRefusedBeforeItsFirstCallDoesNotBurstAgain: sixteen clients start
+// together, 2 ms apart (a round trip is 5 ms), on a server that sends only
+// a Retry-After. The first window fills within a few round trips: some
+// clients get one call in, some none, before they are refused. Each
+// refusal is a reading, so that none of them calls back to back into the
+// next window, which would fill it before the others' first call there
+// and get them all refused again: after the first window, the clients are
+// refused less than twice a window between them (not all sixteen), and
+// none takes more than a quarter of a window.
+func TestRefusedBeforeItsFirstCallDoesNotBurstAgain(t *testing.T) {
+	const clients, windows = 16, 10
+	starts := make([]time.Time, clients)
+	for i := range starts {
+		starts[i] = t0.Add(time.Duration(i) * 2 * time.Millisecond)
+	}
+	took, refused := retryAfterOnly(starts, windows)
+	later := 0
+	for w := 1; w < windows; w++ {
+		later += refused[w]
+		for i, n := range took[w] {
+			if n > retryOnlyLimit/4 {
+				t.Errorf("client %d took %d calls of window %d; want at most a quarter of the %d (no burst)", i, n, w, retryOnlyLimit)
+			}
+		}
+	}
+	if later >= 2*(windows-1) {
+		t.Errorf("refusals after the first window = %d over %d windows (%v); want fewer than two a window", later, windows-1, refused)
+	}
+}
+
+// TestRetryAfterOnlyNewcomerGivesWay: four clients share a server that
+// sends only a Retry-After, and a fifth joins as a window begins: its
+// first calls go back to back and take most of that window, crowding the
+// others out. At its next refusal its reading is contradicted and falls
+// to about the headroom the others leave it, while the others, whose
+// readings had held for windows, keep theirs: over the next eight
+// windows the newcomer gets no more than 1.4 times the others' mean (the
+// ratio at which Jain's index of five clients falls to 0.97), and no
+// fewer than half.
+func TestRetryAfterOnlyNewcomerGivesWay(t *testing.T) {
+	const windows = 14
+	starts := []time.Time{t0, t0.Add(2 * time.Millisecond), t0.Add(4 * time.Millisecond), t0.Add(6 * time.Millisecond),
+		t0.Add(5 * retryOnlyWindow)}
+	took, _ := retryAfterOnly(starts, windows)
+	var newcomer, others float64
+	for w := 6; w < windows; w++ {
+		for i, n := range took[w] {
+			if i == len(starts)-1 {
+				newcomer += float64(n)
+			} else {
+				others += float64(n) / float64(len(starts)-1)
+			}
+		}
+	}
+	if newcomer > 1.4*others || newcomer < 0.5*others {
+		t.Errorf("windows 6-13: the newcomer took %.0f calls, the others %.1f each (%v); want within [0.5, 1.4] times theirs", newcomer, others, took[6:])
+	}
+}
+
+// retryOnlyLimit and retryOnlyWindow are the server of retryAfterOnly.
+const (
+	retryOnlyLimit  = 40
+	retryOnlyWindow = 2 * time.Second
+)
+
+// retryAfterOnly runs one pacer per start time (each client calls from
+// then on, one call at a time, with a round trip of 5 ms) against a
+// server that sends nothing but a Retry-After: a fixed window of
+// retryOnlyLimit calls per retryOnlyWindow on the clock from t0, refused
+// calls counted, a refusal's Retry-After the whole seconds until the
+// window ends, rounded up. It returns, per window, the calls each client
+// got accepted, and the refusals.
+func retryAfterOnly(starts []time.Time, windows int) (took [][]int, refused []int) {
+	const rtt = 5 * time.Millisecond
+	c := newFakeClock(t0)
+	ps := make([]*pacer.Pacer, len(starts))
+	send := append([]time.Time(nil), starts...) // each client's next call
+	for i := range ps {
+		ps[i] = pacer.New(pacer.WithClock(c), pacer.WithSeed(uint64(i+1)))
+	}
+	count := make([]int, windows)
+	refused = make([]int, windows)
+	took = make([][]int, windows)
+	for w := range took {
+		took[w] = make([]int, len(starts))
+	}
+	end := t0.Add(time.Duration(windows) * retryOnlyWindow)
+	for {
+		i := 0
+		for j := range send {
+			if send[j].Before(send[i]) {
+				i = j
+			}
+		}
+		at := send[i]
+		if !at.Before(end.Add(-rtt)) {
+			return took, refused
+		}
+		arrive := at.Add(rtt / 2)
+		w := int(arrive.Sub(t0) / retryOnlyWindow)
+		count[w]++
+		s := pacer.Signal{}
+		if count[w] > retryOnlyLimit {
+			left := t0.Add(time.Duration(w+1) * retryOnlyWindow).Sub(arrive)
+			s = pacer.Signal{Throttled: true, RetryAfter: time.Duration(math.Ceil(left.Seconds())) * time.Second}
+			refused[w]++
+		} else {
+			took[w][i]++
+		}
+		c.Set(at.Add(rtt))
+		ps[i].Observe(s)
+		send[i] = c.Now().Add(ps[i].Reserve())
+	}
 }
