@@ -38,11 +38,13 @@ type learner struct {
 	// within instantSlack are the same), at namedAt; far reports whether
 	// a response named it at least minReading ahead, and stayed whether
 	// the latest response named it again with a count no lower.
-	anchor  time.Time
-	namedAt time.Time
-	far     bool
-	stayed  bool
-	fixed   bool // the count dropped when a stable reset instant passed
+	anchor    time.Time
+	namedAt   time.Time
+	namedUsed float64 // the count reported when anchor was first named
+	heldOver  bool    // the latest refusal held this client until the instant (see fullUntilHeld)
+	far       bool
+	stayed    bool
+	fixed     bool // the count dropped when a stable reset instant passed
 	// confirmed reports whether, since the window was recognised as
 	// fixed, a turnover moved the instant on by a whole number of
 	// periods, or an instant stayed put a quarter period while the count
@@ -126,6 +128,14 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// drop by half).
 		oneWindow := l.stayed && now.Sub(l.instant) <= jump/2 && jump >= l.longest/2 && jump < 2*l.longest-instantSlack
 		held := l.held
+		// How late this response saw the instant pass: from the instant
+		// itself or, when a refusal held this client until after it (see
+		// heldOver), from the end of that hold: it could see nothing
+		// sooner.
+		seenFrom := l.instant
+		if l.heldOver && p.hold.After(seenFrom) {
+			seenFrom = p.hold
+		}
 		// A reset of a second at most that reads as the one before moved
 		// its instant with the clock (a window of a second written in
 		// whole seconds always reads 1 s), by the time between the two
@@ -163,7 +173,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 				if k := math.Round(float64(jump) / float64(l.period)); k >= 1 && math.Abs(float64(jump)-k*float64(l.period)) <= float64(instantSlack) {
 					l.confirmed = true
 				}
-			} else if ((now.Sub(l.instant) <= jump/4 && jump >= l.longest/2) || (oneWindow && dropped) || (dropped && !p.droppedTo(s))) && !clocked {
+			} else if ((now.Sub(seenFrom) <= jump/4 && jump >= l.longest/2) || (oneWindow && dropped) || (dropped && !p.droppedTo(s))) && !clocked {
 				l.slid(now, jump, held, dropped)
 				l.period = jump
 				if dropped {
@@ -180,12 +190,13 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		l.stayed = same && l.far && ok && p.hasUsed && used >= p.used
 		l.far = (same && l.far) || s.Reset >= minReading
 		if !same {
-			l.anchor, l.namedAt = at, now
+			l.anchor, l.namedAt, l.namedUsed = at, now, used
 		} else if l.stayed && l.fixed && l.period > 0 && now.Sub(l.namedAt) >= l.period/4 && !l.namedAt.Before(l.boundary) {
 			l.confirmed = true
 		}
 		l.clocked = clocked
 		l.instant, l.reading = at, s.Reset
+		l.heldOver = false
 	} else {
 		l.stayed, l.far = false, false
 	}
@@ -450,6 +461,14 @@ func (p *Pacer) refused(now time.Time, s Signal) {
 		// waits for (see Observe): not a misreading.
 		return
 	}
+	if s.RetryAfter > 0 && p.fullUntilHeld(now, s) {
+		// A Retry-After that ends at the instant the resets have named
+		// while the count rose: a full window until then, not a
+		// misreading. The client is held past the instant, and its next
+		// response is the first that can show the turnover.
+		l.heldOver = true
+		return
+	}
 	if s.Reset >= minReading && s.Reset >= p.window*9/10 && s.Reset <= p.window && s.RetryAfter >= s.Reset/2 {
 		// The refusal itself reads the window believed, and asks to
 		// wait about as long: the window is full, not misread. (A
@@ -543,6 +562,26 @@ func (p *Pacer) untilTurnover(now time.Time) (time.Duration, bool) {
 // for a moment as its count rises, never that long.)
 func (p *Pacer) heldFull(now time.Time) bool {
 	return p.lw.stayed && now.Sub(p.lw.namedAt) >= 2*instantSlack
+}
+
+// fullUntilHeld reports whether a refusal s at now says the window is
+// full until the reset instant the responses have named: its Retry-After
+// ends at that instant (each written in whole seconds, one may be rounded
+// down and the other up: within twice instantSlack), and the instant stayed
+// put while the count rose, for twice instantSlack (see heldFull) or by
+// more calls than the window admits in that time. (A token bucket's time
+// to full moves on by W/limit with every call it counts: held while the
+// count rose by that many, it would have moved by twice instantSlack.) A
+// fixed window, and a sliding-window counter in its first window, refuse
+// so until they turn over; a bucket misread names its next token instead.
+func (p *Pacer) fullUntilHeld(now time.Time, s Signal) bool {
+	l := &p.lw
+	d := now.Add(s.RetryAfter).Sub(l.anchor)
+	if !l.stayed || d > 2*instantSlack || d < -2*instantSlack {
+		return false
+	}
+	used, limit, _ := p.countOf(s)
+	return p.heldFull(now) || used-l.namedUsed > 2*instantSlack.Seconds()*limit/p.window.Seconds()
 }
 
 // fixedSure reports whether the window is known to be fixed, with a

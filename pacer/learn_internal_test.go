@@ -551,3 +551,179 @@ func TestRefusalHoldsOnceAWindowShare(t *testing.T) {
 		t.Errorf("over windows 1 to 5: 429 ratio %.1f%%; want at most 35%%", 100*ratio)
 	}
 }
+
+// windowModel is a server's window of limit calls, aligned to multiples
+// of window from t0: a fixed window, or with counter a sliding-window
+// counter, whose count weighs the previous fixed window by the part of it
+// still inside a window ending now. Its reset is the time to the end of
+// the current fixed window; a refusal's Retry-After is the time until a
+// call would be accepted, in whole seconds rounded up.
+type windowModel struct {
+	t0        time.Time
+	limit     float64
+	window    time.Duration
+	counter   bool
+	start     time.Time // of the current fixed window
+	prev, cur float64   // calls counted in the previous and current fixed windows
+}
+
+func (m *windowModel) roll(now time.Time) {
+	start := m.t0.Add(now.Sub(m.t0) / m.window * m.window)
+	switch {
+	case start.Equal(m.start):
+		return
+	case start.Sub(m.start) == m.window:
+		m.prev = m.cur
+	default:
+		m.prev = 0
+	}
+	m.start, m.cur = start, 0
+}
+
+// count is the count at now, within the current fixed window.
+func (m *windowModel) count(now time.Time) float64 {
+	if !m.counter {
+		return m.cur
+	}
+	return m.prev*(1-now.Sub(m.start).Seconds()/m.window.Seconds()) + m.cur
+}
+
+// others counts n calls of other clients at now.
+func (m *windowModel) others(now time.Time, n float64) {
+	m.roll(now)
+	m.cur += n
+}
+
+// call decides a call of this client at now and answers it.
+func (m *windowModel) call(now time.Time) Signal {
+	m.roll(now)
+	ok := m.count(now)+1 <= m.limit
+	if ok {
+		m.cur++
+	}
+	end := m.start.Add(m.window)
+	used := math.Ceil(m.count(now) - 1e-9)
+	s := Signal{Limit: int64(m.limit), Remaining: int64(m.limit - used), HasRemaining: true, Reset: end.Sub(now)}
+	if !ok {
+		free := end // a fixed window empties at its end
+		if m.counter {
+			// The count must fall to limit-1: within this window as the
+			// previous one's weight fades, or in the next one as this
+			// one's does.
+			need := m.limit - 1
+			w := m.window.Seconds()
+			switch {
+			case m.prev > 0 && m.cur <= need && 1-(need-m.cur)/m.prev < 1:
+				free = m.start.Add(time.Duration((1 - (need-m.cur)/m.prev) * w * float64(time.Second)))
+			case m.cur > need:
+				free = end.Add(time.Duration((1 - need/m.cur) * w * float64(time.Second)))
+			}
+		}
+		s.Throttled = true
+		s.RetryAfter = time.Duration(math.Ceil(free.Sub(now).Seconds())) * time.Second
+	}
+	return s
+}
+
+// fillFirstWindow has this client call every 100 ms from 40 ms into m's
+// first window, two calls of others coming before each, until it is
+// refused, and returns the time of the refusal.
+func fillFirstWindow(t *testing.T, p *Pacer, c *fakeclock.Clock, m *windowModel) time.Time {
+	t.Helper()
+	for at := m.t0.Add(40 * time.Millisecond); at.Before(m.t0.Add(m.window)); at = at.Add(100 * time.Millisecond) {
+		if at.After(m.t0.Add(40 * time.Millisecond)) {
+			m.others(at.Add(-time.Millisecond), 2)
+		}
+		c.Set(at)
+		p.Reserve()
+		s := m.call(at)
+		p.Observe(s)
+		if s.Throttled {
+			return at
+		}
+	}
+	t.Fatal("the first window never filled")
+	return time.Time{}
+}
+
+// TestFullWindowRetryAfterKeepsWindow: a fixed window of 30 calls in 3 s
+// whose reset names its end, filled by this client and others a second
+// in. The refusal's Retry-After ends at the instant every response has
+// named while the count rose from 1 to 30: the window is full until then,
+// and the 3 s the resets read is right. Doubling it as a possible
+// misreading (the rule for a window read from resets alone) left the
+// client refused first at half the rate, with a smaller share, until it
+// saw a turnover (30/3 s, N=4 with churn: J 0.88 over the first five
+// windows). An instant held for a moment while the count rose by a call
+// or two, as a token bucket's time to full can be, says nothing: the
+// window still doubles.
+func TestFullWindowRetryAfterKeepsWindow(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	m := &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second}
+	fillFirstWindow(t, p, c, m)
+	p.mu.Lock()
+	w, hold := p.window, p.hold
+	p.mu.Unlock()
+	if w > 3*time.Second {
+		t.Errorf("window after a refusal until the end of a full 3 s window = %v; want the 3 s the resets read", w)
+	}
+	if hold.Before(ownT0.Add(3 * time.Second)) {
+		t.Errorf("held until %v; want the end of the window, 3s, or later", hold.Sub(ownT0))
+	}
+
+	// Joined two thirds into a window nearly full: the instant held for
+	// 0.2 s while the count rose by two calls, which a bucket's time to
+	// full can do too. The reading of 1 s may be short: it doubles.
+	c = fakeclock.New(ownT0)
+	p = New(WithClock(c), WithSeed(1))
+	m = &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second}
+	m.others(ownT0, 27)
+	var s Signal
+	for at := ownT0.Add(2 * time.Second); !s.Throttled; at = at.Add(100 * time.Millisecond) {
+		c.Set(at)
+		p.Reserve()
+		s = m.call(at)
+		p.Observe(s)
+	}
+	p.mu.Lock()
+	w = p.window
+	p.mu.Unlock()
+	if w < 1900*time.Millisecond {
+		t.Errorf("window after a refusal at an instant held 0.2 s while the count rose by 2 = %v; want the 1 s reading doubled", w)
+	}
+}
+
+// TestHeldPastTurnoverLearnsPeriod: a sliding-window counter of 30 calls
+// in 3 s refuses this client in its first window with a Retry-After that,
+// rounded up to whole seconds, holds it a second past the end of that
+// window. Its next response is the first that can show the reset instant
+// moving on by a window, however late after the instant; counted from the
+// end of the hold, it comes soon enough to be a turnover (a counter's
+// count does not drop there, so only the timing says so). Counted from
+// the instant, it came too late, and the client kept reading the counter
+// as a sliding log for another window, the only one of its peers to do so
+// (50/5 s counter, N=4 with churn: J 0.95 over the first five windows).
+func TestHeldPastTurnoverLearnsPeriod(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	m := &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second, counter: true}
+	fillFirstWindow(t, p, c, m)
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if late := hold.Sub(ownT0.Add(3 * time.Second)); late <= 3*time.Second/4 {
+		t.Fatalf("held until %v after the turnover; the test needs more than a quarter window", late)
+	}
+	m.others(ownT0.Add(3100*time.Millisecond), 3)
+	at := hold.Add(10 * time.Millisecond)
+	c.Set(at)
+	p.Reserve()
+	p.Observe(m.call(at))
+	p.mu.Lock()
+	period := p.lw.period
+	p.mu.Unlock()
+	if period < 2900*time.Millisecond || period > 3100*time.Millisecond {
+		t.Errorf("period after the first response past the hold = %v; want the 3 s the instant moved", period)
+	}
+}
