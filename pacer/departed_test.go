@@ -162,3 +162,36 @@ func TestRefusedLookLeavesTheOthersRate(t *testing.T) {
 	}
 	t.Fatal("no refusal 10 s or more in")
 }
+
+// TestBoundFromLeavingKeepsOwnPace: a bound from calls leaving the count
+// comes to each client when its own counts show it, not to all at once as
+// a reset does. A client that read a window three times shorter used to
+// call three times as fast at once (the same share of a shorter window),
+// filling the room the calls left before the others could see them go;
+// the one that saw it last kept the default minute and a small share. It
+// keeps its own calls per second, and its control loop grows them.
+func TestBoundFromLeavingKeepsOwnPace(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	l := &logModel{limit: 200, window: 20 * time.Second}
+	o := &others{next: ownT0.Add(50 * time.Millisecond), stop: ownT0.Add(time.Hour), gap: 250 * time.Millisecond}
+	for c.Now().Before(ownT0.Add(30 * time.Second)) {
+		c.Advance(p.Reserve() + 100*time.Millisecond)
+		o.until(l, c.Now())
+		s := l.signal(l.call(c.Now()))
+		p.mu.Lock()
+		before, w := p.rate, p.window
+		p.mu.Unlock()
+		p.Observe(s)
+		p.mu.Lock()
+		after, shorter := p.rate, p.window < w
+		p.mu.Unlock()
+		if shorter {
+			if after > 1.1*before {
+				t.Errorf("rate when the window went from %v to %v = %.2f/s; want about %.2f/s as before", w, p.window, after, before)
+			}
+			return
+		}
+	}
+	t.Fatal("the window never shortened")
+}

@@ -22,7 +22,10 @@ type learner struct {
 	// resetSent reports whether any response carried a reset field, even
 	// one already passed.
 	resetSent bool
-	period    time.Duration // how far the reset instant moved when the window turned over
+	// ownPace reports whether the latest bound came from calls leaving
+	// the count (see departures).
+	ownPace bool
+	period  time.Duration // how far the reset instant moved when the window turned over
 	// slides counts the turnovers in a row without the count dropping,
 	// each a period after the one before, with the instant named by
 	// several responses in between (see counter).
@@ -225,6 +228,22 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 			w = max(w, l.floor)
 		}
 	}
+	keep := l.ownPace
+	l.ownPace = false
+	if keep && w != p.window {
+		// A bound from calls leaving the count comes to each client
+		// at its own time, not to all at once as a reset does: keep
+		// this client's own calls per second (the others' rate, read
+		// from the count as calls of the old window, scales), so that
+		// the clients still to read it see the calls leave too.
+		r := p.rate
+		p.setWindow(w)
+		if r > 0 {
+			p.rate = r
+			p.clampRate()
+		}
+		return
+	}
 	p.setWindow(w)
 }
 
@@ -391,6 +410,7 @@ func (p *Pacer) departures(now time.Time, s Signal, sent time.Time, landed bool)
 	}
 	if b, ok := p.dep.bound(now, v); ok && b >= minReading && !l.bucket && l.period == 0 && !l.fixed && (l.bound == 0 || snap(b) < l.bound) {
 		l.bound = snap(b)
+		l.ownPace = true
 	}
 	p.dep.add(now, sent, landed, before, v, p.window)
 }
