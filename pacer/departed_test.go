@@ -195,3 +195,36 @@ func TestBoundFromLeavingKeepsOwnPace(t *testing.T) {
 	}
 	t.Fatal("the window never shortened")
 }
+
+// TestNoLookWithoutRetryAfter: others fill a sliding log of the default
+// minute that sends no reset within 4 s and stop. The client, which saw
+// the key quiet and was never refused, knows nothing that rules out a
+// round window below the minute, and every one it could look at (5 s,
+// 10 s, 15 s…) is a refusal here: it waits at the full count as the
+// barrier says (half the window), as it did before it looked.
+func TestNoLookWithoutRetryAfter(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	l := &logModel{limit: 120, window: time.Minute}
+	o := &others{next: ownT0.Add(50 * time.Millisecond), stop: ownT0.Add(3 * time.Second), gap: 30 * time.Millisecond}
+	var full time.Time // when this client first saw the count full
+	for c.Now().Before(ownT0.Add(50 * time.Second)) {
+		c.Advance(p.Reserve() + 20*time.Millisecond)
+		o.until(l, c.Now())
+		if !full.IsZero() {
+			if d := c.Now().Sub(full); d < 20*time.Second {
+				t.Fatalf("called %v after the count of a minute's log was full, never refused before; want no call within 20s", d)
+			}
+			return
+		}
+		ok := l.call(c.Now())
+		if !ok {
+			t.Fatalf("refused at +%v before the count was seen full (%d)", c.Now().Sub(ownT0), len(l.at))
+		}
+		if len(l.at) >= l.limit {
+			full = c.Now()
+		}
+		p.Observe(l.signal(ok))
+	}
+	t.Fatal("the count was never full")
+}

@@ -829,8 +829,17 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 // sees them go (see departures): the barrier, which reads the guessed
 // window, would hold a client at a full count for half of it, and the
 // others, who saw the calls go, fill the room they left by then.
+//
+// Only a client that a Retry-After told something looks: the wait it
+// asks for at a full count is when the oldest call leaves, no longer
+// than the window, so that it leaves only the round windows at least as
+// long to look at, and none at all on a log whose window is the guessed
+// one. A client never refused knows no such thing, and a look there is
+// a guess against every round window below the default: on a log of the
+// default minute, each was a refusal the barrier would not have risked,
+// and it moved the figures of the 60 s reference.
 func (p *Pacer) anniversary(now time.Time) (time.Time, bool) {
-	if !p.guessed() || p.quietAt.IsZero() {
+	if !p.guessed() || p.quietAt.IsZero() || p.lw.longest < minReading {
 		return time.Time{}, false
 	}
 	for _, r := range roundWindows {
