@@ -19,6 +19,12 @@ import (
 type learner struct {
 	longest time.Duration // the longest reset or Retry-After seen
 	resets  bool          // whether any response carried a reset
+	// resetSent reports whether any response carried a reset field, even
+	// one already passed.
+	resetSent bool
+	// ownPace reports whether the latest bound came from calls leaving
+	// the count (see departures).
+	ownPace bool
 	period  time.Duration // how far the reset instant moved when the window turned over
 	// slides counts the turnovers in a row without the count dropping,
 	// each a period after the one before, with the instant named by
@@ -102,7 +108,7 @@ const minReading = 500 * time.Millisecond
 // on a fixed window whose reset instant has passed, moves the boundary so
 // that this client's calls of the previous window no longer count. It
 // must be called with p.mu held.
-func (p *Pacer) learnWindow(now time.Time, s Signal) {
+func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool) {
 	l := &p.lw
 	reading := s.Reset
 	if reading > 0 && reading < minReading {
@@ -111,6 +117,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	if reading >= minReading {
 		l.resets = true
 	}
+	l.resetSent = l.resetSent || s.HasReset || s.Reset > 0
 	if s.Reset > 0 {
 		at := now.Add(s.Reset)
 		jump := at.Sub(l.instant)
@@ -217,6 +224,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// their shares.
 		l.bound = b
 	}
+	p.departures(now, s, sent, landed)
 	p.probe(now, s)
 	w := p.cfg.window
 	switch {
@@ -248,6 +256,22 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 			// Until the structure of the resets confirms it.
 			w = max(w, l.floor)
 		}
+	}
+	keep := l.ownPace
+	l.ownPace = false
+	if keep && w != p.window {
+		// A bound from calls leaving the count comes to each client
+		// at its own time, not to all at once as a reset does: keep
+		// this client's own calls per second (the others' rate, read
+		// from the count as calls of the old window, scales), so that
+		// the clients still to read it see the calls leave too.
+		r := p.rate
+		p.setWindow(w)
+		if r > 0 {
+			p.rate = r
+			p.clampRate()
+		}
+		return
 	}
 	p.setWindow(w)
 }
@@ -385,6 +409,39 @@ func (p *Pacer) drained(now time.Time, s Signal) (time.Duration, bool) {
 		return 0, false
 	}
 	return snap(now.Sub(t)), true
+}
+
+// departures records the count s reports, its call sent at sent (landed
+// false when unknown), and bounds the window from above when more calls
+// left the count since an earlier one than an earlier count held (see
+// departed). Only while no response carried a reset: a server that sends
+// a count and no reset is read as a sliding log, and a bucket or a fixed
+// window says what it is through its resets. (Its own calls alone rarely
+// bound the window of a key others share: they are a share of the count,
+// and the bound they give is about as many windows long as there are
+// clients.) It must be called with p.mu held, before this response's call
+// is counted.
+func (p *Pacer) departures(now time.Time, s Signal, sent time.Time, landed bool) {
+	l := &p.lw
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || l.resetSent {
+		return
+	}
+	// The count less this client's counted calls, and less its calls in
+	// flight, which the count may hold already.
+	v := used - p.ownAll - float64(p.own.flying)
+	// Of the calls counted, those that came by the time this call was
+	// sent: all but this call, if it was counted.
+	before := used
+	if !s.Throttled {
+		v-- // this call, counted after
+		before--
+	}
+	if b, ok := p.dep.bound(now, v); ok && b >= minReading && !l.bucket && l.period == 0 && !l.fixed && (l.bound == 0 || snap(b) < l.bound) {
+		l.bound = snap(b)
+		l.ownPace = true
+	}
+	p.dep.add(now, sent, landed, before, v, p.window)
 }
 
 // roundWindows are the windows servers are configured with.

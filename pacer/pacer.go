@@ -129,6 +129,8 @@ type Pacer struct {
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
 	ownNew  float64          // this client's counted calls since the latest count
+	ownAll  float64          // this client's counted calls, ever
+	dep     departed         // the counts seen, to tell when calls left the window
 	ro      refusalsOnly     // what refusals alone taught, on a server that sends no count
 	// A first count that looked quiet, a window just begun, may have come
 	// from a busy key whose fixed window had just turned over: joinedAt is
@@ -138,6 +140,11 @@ type Pacer struct {
 	joinOthers float64
 	counts     int    // the counts learned so far
 	sp         sparse // the window-by-window plan of a small fixed window
+	// quietAt is the time of the first count, when it was a quarter of
+	// the limit or less: on a sliding log, the calls counted from then on
+	// leave a window later (see anniversary).
+	quietAt time.Time
+	lookAt  time.Time // the latest slot set by an anniversary
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -292,7 +299,8 @@ func (p *Pacer) Observe(s Signal) {
 	now := p.nowLocked()
 	p.control(now)
 	p.prune(now)
-	if !p.own.land() && p.ahead.len() > 0 {
+	sent, landed := p.own.land()
+	if !landed && p.ahead.len() > 0 {
 		slot := p.ahead.popFront() // observed before its slot
 		if p.sp.on {
 			p.sparseUnbook(slot)
@@ -302,7 +310,7 @@ func (p *Pacer) Observe(s Signal) {
 		p.setWindow(s.Window)
 		p.winSet = true
 	}
-	p.learnWindow(now, s)
+	p.learnWindow(now, s, sent, landed)
 
 	if s.Limit > 0 {
 		l := float64(s.Limit)
@@ -318,8 +326,16 @@ func (p *Pacer) Observe(s Signal) {
 	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
 		p.own.count()
 		p.ownNew++
+		p.ownAll++
 	}
+	// A look at a full count (see anniversary) that was refused: the
+	// count is the limit it was at the previous response, nobody could be
+	// counted in between, and it says nothing of the others' rate. Taken
+	// as a count, it said they had stopped, and the one client that looked
+	// came back with a larger share than those only refused.
+	looked := s.Throttled && landed && !p.lookAt.IsZero() && !sent.After(p.lookAt) && p.lookAt.Sub(sent) <= p.window/ownBuckets
 	switch {
+	case looked:
 	case s.HasUsed:
 		p.learn(now, float64(s.Used))
 	case s.HasRemaining && p.limit > 0:
@@ -479,6 +495,9 @@ func (p *Pacer) learn(now time.Time, used float64) {
 			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
+	}
+	if p.counts == 0 && p.limit > 0 && used <= p.limit/4 {
+		p.quietAt = now
 	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
 	p.counts++
@@ -675,6 +694,9 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	if slot.Before(p.hold) {
 		slot = p.hold
 	}
+	if a, ok := p.anniversary(now); ok && slot.Equal(a) {
+		p.lookAt = slot
+	}
 	return slot
 }
 
@@ -859,7 +881,49 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 		// together do not all call at the turnover.
 		t = t.Add(time.Duration(p.lw.phase * float64(p.spread())))
 	}
+	if a, ok := p.anniversary(now); ok && a.Before(t) {
+		t = a
+	}
 	return t.Sub(now)
+}
+
+// anniversary returns the next time after now that a round window
+// shorter than the guessed one (and no shorter than the longest
+// Retry-After, which reads no longer than the window) has passed since
+// this client saw the key quiet. On a sliding log the first calls leave
+// exactly a window after they came, and only a client that looks then
+// sees them go (see departures): the barrier, which reads the guessed
+// window, would hold a client at a full count for half of it, and the
+// others, who saw the calls go, fill the room they left by then.
+//
+// Only a client that a Retry-After told something looks: the wait it
+// asks for at a full count is when the oldest call leaves, no longer
+// than the window, so that it leaves only the round windows at least as
+// long to look at, and none at all on a log whose window is the guessed
+// one. A client never refused knows no such thing, and a look there is
+// a guess against every round window below the default: on a log of the
+// default minute, each was a refusal the barrier would not have risked,
+// and it moved the figures of the 60 s reference.
+func (p *Pacer) anniversary(now time.Time) (time.Time, bool) {
+	if !p.guessed() || p.quietAt.IsZero() || p.lw.longest < minReading {
+		return time.Time{}, false
+	}
+	for _, r := range roundWindows {
+		if r >= p.window {
+			break
+		}
+		if a := p.quietAt.Add(r); a.After(now) && r >= p.lw.longest {
+			return a, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// guessed reports whether the window is still the default guess: no
+// policy gave it, no response carried a reset field, and nothing bounded
+// it.
+func (p *Pacer) guessed() bool {
+	return !p.winSet && !p.lw.resetSent && p.lw.bound == 0
 }
 
 // control runs the AIMD update of the rate for every control period
