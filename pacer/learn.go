@@ -678,6 +678,10 @@ func earliest(a, b time.Time) time.Time {
 // may have lost a client, and only a refusal says how far it may go.
 const probeStep = 0.1
 
+// floorStep is probeStep for a reading that rests on no accepted call
+// (see refusalsOnly.rate): a whole call per window, every window.
+const floorStep = 1
+
 // refusalsOnly is what a server that reports no count, only a Retry-After
 // on refusals, taught a Pacer: the calls accepted since from (the first
 // after a refusal), and the rate the latest refusal allowed this client, in
@@ -690,6 +694,7 @@ type refusalsOnly struct {
 	span    time.Duration
 	at      time.Time
 	first   float64 // the calls behind the reading, if it is the first (zero otherwise)
+	floor   bool    // the reading rests on no accepted call (see rate)
 }
 
 const (
@@ -740,7 +745,8 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		return
 	}
 	calls, span := r.streak, now.Add(s.RetryAfter).Sub(r.from)
-	if calls == 0 && r.implied <= 0 {
+	floor := calls == 0 && r.implied <= 0
+	if floor {
 		calls, span = 1, s.RetryAfter
 	}
 	if s.RetryAfter > 0 && calls >= 1 && span > 0 {
@@ -756,19 +762,30 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		if r.implied <= 0 {
 			r.first = calls
 		}
-		r.implied, r.span, r.at = implied, span, now
+		r.implied, r.span, r.at, r.floor = implied, span, now, floor
 	}
 	r.streak = 0
 }
 
 // rate is the rate refusals alone allow at now, in calls per second: the
 // latest reading, plus probeStep calls per window for every window since
-// (zero before any reading).
+// (zero before any reading). A reading that rests on no accepted call is
+// a floor, not a share: the client was refused before any call of its own
+// got in, because another client's burst had filled the window. The burst's
+// client paces at what it read, nearly the whole window, and gives way
+// only when refused; a floor that grew by probeStep alone would take tens
+// of windows to reach a fair share, and the starved client would stay at
+// one call a window while the burst's client kept the rest. Until its
+// next refusal, which reads the rate the window really allowed, such a
+// client adds floorStep calls per window every window.
 func (r *refusalsOnly) rate(now time.Time) float64 {
 	if r.implied <= 0 {
 		return 0
 	}
 	w := r.span.Seconds()
+	if r.floor {
+		return r.implied + floorStep*now.Sub(r.at).Seconds()/(w*w)
+	}
 	return r.implied + probeStep*now.Sub(r.at).Seconds()/(w*w)
 }
 

@@ -326,3 +326,22 @@ func retryAfterOnly(starts []time.Time, windows int) (took [][]int, refused []in
 		send[i] = c.Now().Add(ps[i].Reserve())
 	}
 }
+
+// TestRetryAfterOnlyStarvedClientGrowsBack: on a server that sends only a
+// Retry-After, one client's first burst takes the whole first window and
+// the three others, starting just after it filled, are refused before any
+// call of theirs got in: they read one call per Retry-After, a floor (the
+// window was full of another's calls), not their share. Each of them must
+// grow back towards its share (10 calls of the 40) within a few windows:
+// in the eighth window each takes at least half of it.
+func TestRetryAfterOnlyStarvedClientGrowsBack(t *testing.T) {
+	const windows = 8
+	starts := []time.Time{t0, t0.Add(500 * time.Millisecond), t0.Add(502 * time.Millisecond), t0.Add(504 * time.Millisecond)}
+	took, _ := retryAfterOnly(starts, windows)
+	half := retryOnlyLimit / len(starts) / 2
+	for i := 1; i < len(starts); i++ {
+		if n := took[windows-1][i]; n < half {
+			t.Errorf("window %d: starved client %d took %d calls (%v); want at least %d, half its share", windows-1, i, n, took, half)
+		}
+	}
+}
