@@ -886,8 +886,23 @@ func (p *Pacer) control(now time.Time) {
 			// limit moved, not the clients; the count drains by itself
 			// and the rate holds.)
 			share := p.rate / (p.rate + p.othersRate())
-			x := (p.rate + p.othersRate()) * w / p.limit * (1 + fairPenalty*math.Sqrt(share*(1-share)))
-			x = math.Max(x, p.used/p.limit)
+			pen := 1 + fairPenalty*math.Sqrt(share*(1-share))
+			x := (p.rate + p.othersRate()) * w / p.limit * pen
+			over := p.used / p.limit
+			if p.fixedSure() && p.rate*w < sparseCalls && p.own.counted() > newcomerShare*p.used && over*pen > target {
+				// A fixed window filled to the target every window,
+				// by clients that call a few times a window (whose
+				// estimate of the others restarts at each turnover
+				// from near nothing): the count is then what x reads,
+				// the same for every client, and every client cuts by
+				// the same factor, so the shares it found stay for
+				// good (a newcomer that joined at a turnover and took
+				// half the window keeps it). A client that holds more
+				// than a newcomer's share of that count pays the
+				// fairness penalty on it too, and gives way first.
+				over *= pen
+			}
+			x = math.Max(x, over)
 			g := p.gain()
 			switch {
 			case x > target:
