@@ -512,9 +512,14 @@ func (p *Pacer) learn(now time.Time, used float64) {
 // more. (The more
 // conservative reading wins: a first count just after a fixed window
 // turned over says nothing of the others, who called at their usual
-// pace in the window before.) A lone client sees no others, and clients
-// that start together hold about equal shares: neither is held. It must
-// be called with p.mu held, prev the time of the previous count.
+// pace in the window before.) A client that holds more than twice
+// joinShare of the count is held from one time constant of the estimate
+// (smoothing) on: its burst and its calls at the whole target come in a
+// rush that the others read as a rate above the limit, and they cut
+// theirs hard before a quarter window is out. A lone client sees no
+// others, and clients that start together hold about equal shares:
+// neither is held. It must be called with p.mu held, prev the time of
+// the previous count.
 func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if p.joinedAt.IsZero() || prev.IsZero() {
 		return
@@ -524,7 +529,8 @@ func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if in >= p.window {
 		p.joinedAt = time.Time{}
 	}
-	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
+	early := in >= time.Duration(smoothing*float64(p.window)) && p.own.counted() > 2*joinShare*used
+	if (in < p.window/4 && !early) || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
 		return
 	}
 	o := p.joinOthers / in.Seconds() * p.window.Seconds()
