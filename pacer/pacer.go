@@ -379,6 +379,14 @@ func (p *Pacer) Observe(s Signal) {
 		// would come back at the same late point of every window, and
 		// find it full every time).
 		p.last = time.Time{}
+		if p.rate*p.window.Seconds() < sparseCalls {
+			// Its point, drawn once, came after the window was
+			// full: a client that calls a few times a window (at
+			// the floor rate, once) would be refused at it every
+			// window. Each refusal moves it to a random part of
+			// the one before, towards the turnover.
+			p.lw.phase *= p.rng.Float64()
+		}
 	}
 	wait := s.RetryAfter
 	if wait <= 0 && p.noRetryAfter(s) {
