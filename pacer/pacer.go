@@ -395,6 +395,14 @@ func (p *Pacer) Observe(s Signal) {
 		// would come back at the same late point of every window, and
 		// find it full every time).
 		p.last = time.Time{}
+		if p.rate*p.window.Seconds() < sparseCalls {
+			// Its point, drawn once, came after the window was
+			// full: a client that calls a few times a window (at
+			// the floor rate, once) would be refused at it every
+			// window. Each refusal moves it to a random part of
+			// the one before, towards the turnover.
+			p.lw.phase *= p.rng.Float64()
+		}
 	}
 	wait := s.RetryAfter
 	if wait <= 0 && p.noRetryAfter(s) {
@@ -531,9 +539,14 @@ func (p *Pacer) learn(now time.Time, used float64) {
 // more. (The more
 // conservative reading wins: a first count just after a fixed window
 // turned over says nothing of the others, who called at their usual
-// pace in the window before.) A lone client sees no others, and clients
-// that start together hold about equal shares: neither is held. It must
-// be called with p.mu held, prev the time of the previous count.
+// pace in the window before.) A client that holds more than twice
+// joinShare of the count is held from one time constant of the estimate
+// (smoothing) on: its burst and its calls at the whole target come in a
+// rush that the others read as a rate above the limit, and they cut
+// theirs hard before a quarter window is out. A lone client sees no
+// others, and clients that start together hold about equal shares:
+// neither is held. It must be called with p.mu held, prev the time of
+// the previous count.
 func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if p.joinedAt.IsZero() || prev.IsZero() {
 		return
@@ -543,7 +556,8 @@ func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if in >= p.window {
 		p.joinedAt = time.Time{}
 	}
-	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
+	early := in >= time.Duration(smoothing*float64(p.window)) && p.own.counted() > 2*joinShare*used
+	if (in < p.window/4 && !early) || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
 		return
 	}
 	o := p.joinOthers / in.Seconds() * p.window.Seconds()
@@ -950,8 +964,23 @@ func (p *Pacer) control(now time.Time) {
 			// limit moved, not the clients; the count drains by itself
 			// and the rate holds.)
 			share := p.rate / (p.rate + p.othersRate())
-			x := (p.rate + p.othersRate()) * w / p.limit * (1 + fairPenalty*math.Sqrt(share*(1-share)))
-			x = math.Max(x, p.used/p.limit)
+			pen := 1 + fairPenalty*math.Sqrt(share*(1-share))
+			x := (p.rate + p.othersRate()) * w / p.limit * pen
+			over := p.used / p.limit
+			if p.fixedSure() && p.rate*w < sparseCalls && p.own.counted() > newcomerShare*p.used && over*pen > target {
+				// A fixed window filled to the target every window,
+				// by clients that call a few times a window (whose
+				// estimate of the others restarts at each turnover
+				// from near nothing): the count is then what x reads,
+				// the same for every client, and every client cuts by
+				// the same factor, so the shares it found stay for
+				// good (a newcomer that joined at a turnover and took
+				// half the window keeps it). A client that holds more
+				// than a newcomer's share of that count pays the
+				// fairness penalty on it too, and gives way first.
+				over *= pen
+			}
+			x = math.Max(x, over)
 			g := p.gain()
 			switch {
 			case x > target:
