@@ -252,6 +252,16 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	p.setWindow(w)
 }
 
+// shortResets reports whether the server sends resets but none has read
+// half a second (minReading): a token bucket whose reset names its next
+// token (or one never more than a few calls from full). The other
+// algorithms name an instant about a window away now and then: a fixed
+// window's or a counter's end, a sliding log's oldest call on a key that
+// was idle.
+func (l *learner) shortResets() bool {
+	return !l.resets && !l.instant.IsZero()
+}
+
 // floorLapse is how many of the windows a refusal doubled to pass, with no
 // refusal doubling it again, before the doubling lapses.
 const floorLapse = 6

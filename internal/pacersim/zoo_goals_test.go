@@ -93,6 +93,5 @@ var zooShortfalls = map[string]float64{
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn utilisation":                     0.7571,
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn 429 ratio":                       0.0118,
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 churn fairness":                        0.8675,
-	"token bucket, reset to next token; x-RFC 850, RA GMT; 300/30s; rtt 20ms N=4 churn fairness":  0.8848,
 	"token bucket; x-date UTC, RA UTC; 20/2s; rtt 10ms N=4 fairness":                              0.8571,
 }
