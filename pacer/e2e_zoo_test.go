@@ -158,9 +158,10 @@ func e2eZooMarginsFor(k pacersim.Kind) e2eZooMargins {
 		// Nothing tells the limit: one refusal a window per client.
 		m.maxRatio, m.minJain = 0.15, 0.4
 	case k.Format.Fields == pacersim.Legacy && k.Format.Reset == pacersim.NoReset:
-		// Nothing says the window and 4 clients' calls rarely leave
-		// the count below their own: the default minute holds.
-		m.minUtil = 0.1
+		// Nothing says the window: the first client to see calls leave
+		// the count learns it, and in 9 s (3 windows) the others,
+		// whose first count held its burst, may not.
+		m.minUtil, m.minJain = 0.35, 0.35
 	case k.Burst:
 		// A bucket kept nearly full reads no window until the count
 		// rises (docs/pacer.md, shortfalls).

@@ -108,7 +108,7 @@ func parseLegacy(h http.Header, now time.Time, s *Signal) {
 		}
 	}
 	if v, ok := firstValue(h, "X-RateLimit-Reset"); ok {
-		s.Reset = parseReset(v, now)
+		s.Reset, s.HasReset = parseReset(v, now), true
 	}
 }
 
@@ -254,19 +254,22 @@ func parseIETF(h http.Header, s *Signal) {
 			found := false
 			var r, t int64
 			var name string
+			var hasT bool
 			for _, it := range items {
 				ri, ok := it.IntParam("r")
 				if !ok || ri < 0 {
 					continue
 				}
-				ti, _ := it.IntParam("t")
+				ti, tok := it.IntParam("t")
 				if !found || ri < r {
 					r, t, name, found = ri, ti, it.Text, true
+					hasT = tok
 				}
 			}
 			if found {
 				s.Remaining, s.HasRemaining = min(r, maxCount), true
 				s.Used, s.HasUsed = 0, false // the IETF fields take precedence
+				s.HasReset = s.HasReset || hasT
 				if t > 0 {
 					s.Reset = clampDuration(time.Duration(min(t, int64(maxDuration/time.Second))) * time.Second)
 				}

@@ -19,6 +19,12 @@ import (
 type learner struct {
 	longest time.Duration // the longest reset or Retry-After seen
 	resets  bool          // whether any response carried a reset
+	// resetSent reports whether any response carried a reset field, even
+	// one already passed.
+	resetSent bool
+	// ownPace reports whether the latest bound came from calls leaving
+	// the count (see departures).
+	ownPace bool
 	period  time.Duration // how far the reset instant moved when the window turned over
 	// slides counts the turnovers in a row without the count dropping,
 	// each a period after the one before, with the instant named by
@@ -102,7 +108,7 @@ const minReading = 500 * time.Millisecond
 // on a fixed window whose reset instant has passed, moves the boundary so
 // that this client's calls of the previous window no longer count. It
 // must be called with p.mu held.
-func (p *Pacer) learnWindow(now time.Time, s Signal) {
+func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool) {
 	l := &p.lw
 	reading := s.Reset
 	if reading > 0 && reading < minReading {
@@ -111,6 +117,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 	if reading >= minReading {
 		l.resets = true
 	}
+	l.resetSent = l.resetSent || s.HasReset || s.Reset > 0
 	if s.Reset > 0 {
 		at := now.Add(s.Reset)
 		jump := at.Sub(l.instant)
@@ -217,6 +224,7 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 		// their shares.
 		l.bound = b
 	}
+	p.departures(now, s, sent, landed)
 	p.probe(now, s)
 	w := p.cfg.window
 	switch {
@@ -248,6 +256,22 @@ func (p *Pacer) learnWindow(now time.Time, s Signal) {
 			// Until the structure of the resets confirms it.
 			w = max(w, l.floor)
 		}
+	}
+	keep := l.ownPace
+	l.ownPace = false
+	if keep && w != p.window {
+		// A bound from calls leaving the count comes to each client
+		// at its own time, not to all at once as a reset does: keep
+		// this client's own calls per second (the others' rate, read
+		// from the count as calls of the old window, scales), so that
+		// the clients still to read it see the calls leave too.
+		r := p.rate
+		p.setWindow(w)
+		if r > 0 {
+			p.rate = r
+			p.clampRate()
+		}
+		return
 	}
 	p.setWindow(w)
 }
@@ -403,6 +427,39 @@ func (p *Pacer) drained(now time.Time, s Signal) (time.Duration, bool) {
 		return 0, false
 	}
 	return snap(now.Sub(t)), true
+}
+
+// departures records the count s reports, its call sent at sent (landed
+// false when unknown), and bounds the window from above when more calls
+// left the count since an earlier one than an earlier count held (see
+// departed). Only while no response carried a reset: a server that sends
+// a count and no reset is read as a sliding log, and a bucket or a fixed
+// window says what it is through its resets. (Its own calls alone rarely
+// bound the window of a key others share: they are a share of the count,
+// and the bound they give is about as many windows long as there are
+// clients.) It must be called with p.mu held, before this response's call
+// is counted.
+func (p *Pacer) departures(now time.Time, s Signal, sent time.Time, landed bool) {
+	l := &p.lw
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || l.resetSent {
+		return
+	}
+	// The count less this client's counted calls, and less its calls in
+	// flight, which the count may hold already.
+	v := used - p.ownAll - float64(p.own.flying)
+	// Of the calls counted, those that came by the time this call was
+	// sent: all but this call, if it was counted.
+	before := used
+	if !s.Throttled {
+		v-- // this call, counted after
+		before--
+	}
+	if b, ok := p.dep.bound(now, v); ok && b >= minReading && !l.bucket && l.period == 0 && !l.fixed && (l.bound == 0 || snap(b) < l.bound) {
+		l.bound = snap(b)
+		l.ownPace = true
+	}
+	p.dep.add(now, sent, landed, before, v, p.window)
 }
 
 // roundWindows are the windows servers are configured with.
@@ -639,6 +696,10 @@ func earliest(a, b time.Time) time.Time {
 // may have lost a client, and only a refusal says how far it may go.
 const probeStep = 0.1
 
+// floorStep is probeStep for a reading that rests on no accepted call
+// (see refusalsOnly.rate): a whole call per window, every window.
+const floorStep = 1
+
 // refusalsOnly is what a server that reports no count, only a Retry-After
 // on refusals, taught a Pacer: the calls accepted since from (the first
 // after a refusal), and the rate the latest refusal allowed this client, in
@@ -651,6 +712,7 @@ type refusalsOnly struct {
 	span    time.Duration
 	at      time.Time
 	first   float64 // the calls behind the reading, if it is the first (zero otherwise)
+	floor   bool    // the reading rests on no accepted call (see rate)
 }
 
 const (
@@ -701,7 +763,8 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		return
 	}
 	calls, span := r.streak, now.Add(s.RetryAfter).Sub(r.from)
-	if calls == 0 && r.implied <= 0 {
+	floor := calls == 0 && r.implied <= 0
+	if floor {
 		calls, span = 1, s.RetryAfter
 	}
 	if s.RetryAfter > 0 && calls >= 1 && span > 0 {
@@ -717,19 +780,30 @@ func (r *refusalsOnly) observe(now time.Time, s Signal) {
 		if r.implied <= 0 {
 			r.first = calls
 		}
-		r.implied, r.span, r.at = implied, span, now
+		r.implied, r.span, r.at, r.floor = implied, span, now, floor
 	}
 	r.streak = 0
 }
 
 // rate is the rate refusals alone allow at now, in calls per second: the
 // latest reading, plus probeStep calls per window for every window since
-// (zero before any reading).
+// (zero before any reading). A reading that rests on no accepted call is
+// a floor, not a share: the client was refused before any call of its own
+// got in, because another client's burst had filled the window. The burst's
+// client paces at what it read, nearly the whole window, and gives way
+// only when refused; a floor that grew by probeStep alone would take tens
+// of windows to reach a fair share, and the starved client would stay at
+// one call a window while the burst's client kept the rest. Until its
+// next refusal, which reads the rate the window really allowed, such a
+// client adds floorStep calls per window every window.
 func (r *refusalsOnly) rate(now time.Time) float64 {
 	if r.implied <= 0 {
 		return 0
 	}
 	w := r.span.Seconds()
+	if r.floor {
+		return r.implied + floorStep*now.Sub(r.at).Seconds()/(w*w)
+	}
 	return r.implied + probeStep*now.Sub(r.at).Seconds()/(w*w)
 }
 

@@ -240,20 +240,21 @@ func (o *own) fly(slot time.Time) {
 	o.flying++
 }
 
-// land forgets the call in flight sent first, and reports whether there
-// was one.
-func (o *own) land() bool {
+// land forgets the call in flight sent first, and returns the start of
+// the bucket its slot was in (no later than it was sent), and false when
+// there was none.
+func (o *own) land() (time.Time, bool) {
 	if o.flying == 0 {
-		return false
+		return time.Time{}, false
 	}
 	for j := max(o.lost, o.oldest()); j <= o.newest; j++ {
 		if b := o.at(j); b.flying > 0 {
 			b.flying--
 			o.flying--
-			return true
+			return o.origin.Add(time.Duration(j) * o.width), true
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // index returns the bucket holding t (0 before the first sync).

@@ -134,7 +134,7 @@ func TestOwnCallsInFlight(t *testing.T) {
 		now = now.Add(time.Second)
 		o.sync(now, window)
 	}
-	if !o.land() || o.flying != 9 {
+	if _, ok := o.land(); !ok || o.flying != 9 {
 		t.Fatalf("after 10 calls sent and one observed: %d in flight; want 9", o.flying)
 	}
 	// The oldest left is the one sent at +1s: lost once now passes
@@ -148,7 +148,7 @@ func TestOwnCallsInFlight(t *testing.T) {
 		t.Fatalf("a quarter window after the second call: %d in flight; want 8", o.flying)
 	}
 	o.sync(ownT0.Add(time.Hour), window)
-	if o.flying != 0 || o.land() {
+	if _, ok := o.land(); o.flying != 0 || ok {
 		t.Fatalf("an hour later: %d in flight, land() true; want none", o.flying)
 	}
 	o.fly(ownT0) // sent long ago: lost already

@@ -134,6 +134,8 @@ type Pacer struct {
 	lw      learner          // what the responses said about the window
 	strikes int              // consecutive refusals without Retry-After
 	ownNew  float64          // this client's counted calls since the latest count
+	ownAll  float64          // this client's counted calls, ever
+	dep     departed         // the counts seen, to tell when calls left the window
 	ro      refusalsOnly     // what refusals alone taught, on a server that sends no count
 	// A first count that looked quiet, a window just begun, may have come
 	// from a busy key whose fixed window had just turned over: joinedAt is
@@ -143,6 +145,11 @@ type Pacer struct {
 	joinOthers float64
 	counts     int    // the counts learned so far
 	sp         sparse // the window-by-window plan of a small fixed window
+	// quietAt is the time of the first count, when it was a quarter of
+	// the limit or less: on a sliding log, the calls counted from then on
+	// leave a window later (see anniversary).
+	quietAt time.Time
+	lookAt  time.Time // the latest slot set by an anniversary
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -297,7 +304,8 @@ func (p *Pacer) Observe(s Signal) {
 	now := p.nowLocked()
 	p.control(now)
 	p.prune(now)
-	if !p.own.land() && p.ahead.len() > 0 {
+	sent, landed := p.own.land()
+	if !landed && p.ahead.len() > 0 {
 		slot := p.ahead.popFront() // observed before its slot
 		if p.sp.on {
 			p.sparseUnbook(slot)
@@ -307,7 +315,7 @@ func (p *Pacer) Observe(s Signal) {
 		p.setWindow(s.Window)
 		p.winSet = true
 	}
-	p.learnWindow(now, s)
+	p.learnWindow(now, s, sent, landed)
 
 	if s.Limit > 0 {
 		l := float64(s.Limit)
@@ -323,8 +331,16 @@ func (p *Pacer) Observe(s Signal) {
 	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
 		p.own.count()
 		p.ownNew++
+		p.ownAll++
 	}
+	// A look at a full count (see anniversary) that was refused: the
+	// count is the limit it was at the previous response, nobody could be
+	// counted in between, and it says nothing of the others' rate. Taken
+	// as a count, it said they had stopped, and the one client that looked
+	// came back with a larger share than those only refused.
+	looked := s.Throttled && landed && !p.lookAt.IsZero() && !sent.After(p.lookAt) && p.lookAt.Sub(sent) <= p.window/ownBuckets
 	switch {
+	case looked:
 	case s.HasUsed:
 		p.learn(now, float64(s.Used))
 	case s.HasRemaining && p.limit > 0:
@@ -384,6 +400,14 @@ func (p *Pacer) Observe(s Signal) {
 		// would come back at the same late point of every window, and
 		// find it full every time).
 		p.last = time.Time{}
+		if p.rate*p.window.Seconds() < sparseCalls {
+			// Its point, drawn once, came after the window was
+			// full: a client that calls a few times a window (at
+			// the floor rate, once) would be refused at it every
+			// window. Each refusal moves it to a random part of
+			// the one before, towards the turnover.
+			p.lw.phase *= p.rng.Float64()
+		}
 	}
 	wait := s.RetryAfter
 	if wait <= 0 && p.noRetryAfter(s) {
@@ -485,6 +509,9 @@ func (p *Pacer) learn(now time.Time, used float64) {
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
 	}
+	if p.counts == 0 && p.limit > 0 && used <= p.limit/4 {
+		p.quietAt = now
+	}
 	p.used, p.hasUsed, p.obsAt = used, true, now
 	p.counts++
 	p.othersUsed = others
@@ -517,9 +544,14 @@ func (p *Pacer) learn(now time.Time, used float64) {
 // more. (The more
 // conservative reading wins: a first count just after a fixed window
 // turned over says nothing of the others, who called at their usual
-// pace in the window before.) A lone client sees no others, and clients
-// that start together hold about equal shares: neither is held. It must
-// be called with p.mu held, prev the time of the previous count.
+// pace in the window before.) A client that holds more than twice
+// joinShare of the count is held from one time constant of the estimate
+// (smoothing) on: its burst and its calls at the whole target come in a
+// rush that the others read as a rate above the limit, and they cut
+// theirs hard before a quarter window is out. A lone client sees no
+// others, and clients that start together hold about equal shares:
+// neither is held. It must be called with p.mu held, prev the time of
+// the previous count.
 func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if p.joinedAt.IsZero() || prev.IsZero() {
 		return
@@ -529,7 +561,8 @@ func (p *Pacer) settleJoin(now, prev time.Time, used float64) {
 	if in >= p.window {
 		p.joinedAt = time.Time{}
 	}
-	if in < p.window/4 || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
+	early := in >= time.Duration(smoothing*float64(p.window)) && p.own.counted() > 2*joinShare*used
+	if (in < p.window/4 && !early) || p.rate <= 0 || p.lw.bucket || p.own.counted() <= joinShare*used || used-p.own.counted() < 1 {
 		return
 	}
 	o := p.joinOthers / in.Seconds() * p.window.Seconds()
@@ -679,6 +712,9 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 	}
 	if slot.Before(p.hold) {
 		slot = p.hold
+	}
+	if a, ok := p.anniversary(now); ok && slot.Equal(a) {
+		p.lookAt = slot
 	}
 	return slot
 }
@@ -874,7 +910,49 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 		// together do not all call at the turnover.
 		t = t.Add(time.Duration(p.lw.phase * float64(p.spread())))
 	}
+	if a, ok := p.anniversary(now); ok && a.Before(t) {
+		t = a
+	}
 	return t.Sub(now)
+}
+
+// anniversary returns the next time after now that a round window
+// shorter than the guessed one (and no shorter than the longest
+// Retry-After, which reads no longer than the window) has passed since
+// this client saw the key quiet. On a sliding log the first calls leave
+// exactly a window after they came, and only a client that looks then
+// sees them go (see departures): the barrier, which reads the guessed
+// window, would hold a client at a full count for half of it, and the
+// others, who saw the calls go, fill the room they left by then.
+//
+// Only a client that a Retry-After told something looks: the wait it
+// asks for at a full count is when the oldest call leaves, no longer
+// than the window, so that it leaves only the round windows at least as
+// long to look at, and none at all on a log whose window is the guessed
+// one. A client never refused knows no such thing, and a look there is
+// a guess against every round window below the default: on a log of the
+// default minute, each was a refusal the barrier would not have risked,
+// and it moved the figures of the 60 s reference.
+func (p *Pacer) anniversary(now time.Time) (time.Time, bool) {
+	if !p.guessed() || p.quietAt.IsZero() || p.lw.longest < minReading {
+		return time.Time{}, false
+	}
+	for _, r := range roundWindows {
+		if r >= p.window {
+			break
+		}
+		if a := p.quietAt.Add(r); a.After(now) && r >= p.lw.longest {
+			return a, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// guessed reports whether the window is still the default guess: no
+// policy gave it, no response carried a reset field, and nothing bounded
+// it.
+func (p *Pacer) guessed() bool {
+	return !p.winSet && !p.lw.resetSent && p.lw.bound == 0
 }
 
 // control runs the AIMD update of the rate for every control period
@@ -901,8 +979,23 @@ func (p *Pacer) control(now time.Time) {
 			// limit moved, not the clients; the count drains by itself
 			// and the rate holds.)
 			share := p.rate / (p.rate + p.othersRate())
-			x := (p.rate + p.othersRate()) * w / p.limit * (1 + fairPenalty*math.Sqrt(share*(1-share)))
-			x = math.Max(x, p.used/p.limit)
+			pen := 1 + fairPenalty*math.Sqrt(share*(1-share))
+			x := (p.rate + p.othersRate()) * w / p.limit * pen
+			over := p.used / p.limit
+			if p.fixedSure() && p.rate*w < sparseCalls && p.own.counted() > newcomerShare*p.used && over*pen > target {
+				// A fixed window filled to the target every window,
+				// by clients that call a few times a window (whose
+				// estimate of the others restarts at each turnover
+				// from near nothing): the count is then what x reads,
+				// the same for every client, and every client cuts by
+				// the same factor, so the shares it found stay for
+				// good (a newcomer that joined at a turnover and took
+				// half the window keeps it). A client that holds more
+				// than a newcomer's share of that count pays the
+				// fairness penalty on it too, and gives way first.
+				over *= pen
+			}
+			x = math.Max(x, over)
 			g := p.gain()
 			switch {
 			case x > target:

@@ -32,6 +32,12 @@ type Signal struct {
 	// Reset is how long until the quota resets (X-RateLimit-Reset, or the
 	// RateLimit "t" parameter). Zero or negative means absent.
 	Reset time.Duration
+	// HasReset reports whether the response carried a reset field at all,
+	// even one that had already passed (a date truncated to the second,
+	// naming a token bucket's next token): a server that never does is
+	// read as a sliding log (see docs/pacer.md). A positive Reset implies
+	// it.
+	HasReset bool
 
 	// RetryAfter is how long the server asked the caller to wait
 	// (Retry-After). Zero or negative means absent. A Pacer never lets a
