@@ -88,6 +88,8 @@ type learner struct {
 	matchAt  time.Time     // the first of them
 	matchQ   time.Duration // and the reset it predicted (count × interval)
 	interval time.Duration // the longest reset per counted call seen
+	// sawFull reports whether a response reported the count at the limit.
+	sawFull bool
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -217,7 +219,10 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 	if p.winSet {
 		return
 	}
-	if b, ok := p.drained(now, s); ok && !l.bucket && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
+	if u, lim, ok := p.countOf(s); ok && lim > 0 && u >= lim {
+		l.sawFull = true
+	}
+	if b, ok := p.drained(now, s); ok && !l.bucket && !l.tokensFull() && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
 		// On a key others use, only a bound far below the window moves
 		// it: a bound comes to each client at its own time, and clients
 		// whose windows differ by less than that no longer agree on
@@ -284,6 +289,20 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 // was idle.
 func (l *learner) shortResets() bool {
 	return !l.resets && !l.instant.IsZero()
+}
+
+// tokensFull reports whether the server's resets are all short (see
+// shortResets) and a response reported the count at the limit: a token
+// bucket naming its next token, emptied once. Its count is the tokens
+// missing, refilled at limit per window whoever spent them, not calls of
+// a window: it drops below this client's own recent calls as soon as the
+// others slow down, and says nothing of when those calls came. Read as
+// calls leaving it (drained), it cut one client's window to a quarter of
+// the others', its rate four times theirs (300/30 s bucket, N=16: J
+// 0.311 on seeds 31-36); read as the others' calls, a count below this
+// client's own set their rate to zero.
+func (l *learner) tokensFull() bool {
+	return l.shortResets() && l.sawFull
 }
 
 // floorLapse is how many of the windows a refusal doubled to pass, with no

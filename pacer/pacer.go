@@ -504,7 +504,11 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		// zero says the reconstruction's guess of the past was wrong (a
 		// burst it had spread over the window left all at once), not that
 		// the others stopped: skip it.
-		if dt := now.Sub(since).Seconds(); dt > 0 && fresh >= -skipBelow*p.others*dt {
+		// On an emptied bucket naming its next token (see tokensFull),
+		// a count below this client's own calls is tokens refilled, not
+		// the others gone: skip it too.
+		contradicted := p.lw.tokensFull() && p.own.counted() > used
+		if dt := now.Sub(since).Seconds(); dt > 0 && fresh >= -skipBelow*p.others*dt && !contradicted {
 			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
