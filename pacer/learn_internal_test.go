@@ -727,3 +727,40 @@ func TestHeldPastTurnoverLearnsPeriod(t *testing.T) {
 		t.Errorf("period after the first response past the hold = %v; want the 3 s the instant moved", period)
 	}
 }
+
+// TestLowCountAtCeilingShortensWindowSoon: the probe halves the window
+// again as soon as the estimate of the others, restarted by the halving,
+// has settled (two of its time constants), not a quarter window later:
+// clients of a 20-per-2 s bucket, starting at the default minute, spent
+// half of a 40 s run learning the window. Here the count of a bucket that
+// refills far faster than this client calls stays at 1 of 20; from the
+// first halving (to 30 s), the window is down to 7.5 s within 10 s
+// (5 + 2.5 s and the wait for a response; a quarter window each time took
+// 12.3 s).
+func TestLowCountAtCeilingShortensWindowSoon(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	window := func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.window
+	}
+	// Others' calls in the first count: a shared key, no idle burst.
+	p.Observe(Signal{Limit: 20, Remaining: 17, HasRemaining: true, Reset: 300 * time.Millisecond})
+	var first time.Time
+	for c.Now().Before(ownT0.Add(2 * time.Minute)) {
+		c.Advance(p.Reserve() + 10*time.Millisecond)
+		p.Observe(Signal{Limit: 20, Remaining: 19, HasRemaining: true, Reset: 100 * time.Millisecond})
+		w := window()
+		if first.IsZero() && w < time.Minute {
+			first = c.Now()
+		}
+		if w <= 8*time.Second {
+			if d := c.Now().Sub(first); d > 10*time.Second {
+				t.Errorf("window down to %v %v after its first halving; want within 10s", w, d)
+			}
+			return
+		}
+	}
+	t.Fatalf("window after 2 min of a count stuck at 1 of 20 = %v; want 8s or less", window())
+}
