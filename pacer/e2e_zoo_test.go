@@ -143,20 +143,23 @@ func TestEndToEndZoo(t *testing.T) {
 }
 
 // e2eZooMargins are what TestEndToEndZoo asserts for one kind: below the
-// worst of 5 runs on a loaded 2-core machine (go test -tags pacerzoo
+// worst of repeated runs on a 2-core machine (go test -race -tags pacerzoo
 // -parallel 16, every kind at once), by about a fifth; the simulation's
-// goals test holds the tight figures. Measured over those runs:
-// utilisation 0.68-1.11 (0.20 without any reset, 0.29-0.93 on buckets),
-// 429 ratio 0-5.0% (8.3-8.9% with Retry-After only), J 0.78-1.00 (0.31-1.00
-// on buckets, 0.54-0.75 with Retry-After only), no early call.
+// goals test holds the tight figures. Measured over 18 such runs (and 20
+// runs of the Retry-After-only kind alone): utilisation 0.69-1.01 (0.42-0.61
+// without any reset, 0.29-0.61 on buckets), 429 ratio 0-4.3%, J 0.68-1.00
+// (0.43-0.91 without any reset; 0.39-1.00 with Retry-After only, where one
+// client's first burst can take a whole window; 0.29-1.00 on buckets), no
+// early call.
 type e2eZooMargins struct{ maxRatio, minUtil, minJain float64 }
 
 func e2eZooMarginsFor(k pacersim.Kind) e2eZooMargins {
-	m := e2eZooMargins{maxRatio: 0.08, minUtil: 0.55, minJain: 0.65}
+	m := e2eZooMargins{maxRatio: 0.08, minUtil: 0.55, minJain: 0.55}
 	switch {
 	case k.Format.Fields == pacersim.RetryOnly:
-		// Nothing tells the limit: one refusal a window per client.
-		m.maxRatio, m.minJain = 0.15, 0.4
+		// Nothing tells the limit: a client starved by another's
+		// first burst grows back a call a window.
+		m.minJain = 0.3
 	case k.Format.Fields == pacersim.Legacy && k.Format.Reset == pacersim.NoReset:
 		// Nothing says the window: the first client to see calls leave
 		// the count learns it, and in 9 s (3 windows) the others,
