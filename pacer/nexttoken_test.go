@@ -139,9 +139,10 @@ func inDates(now time.Time, s Signal) Signal {
 // times the others'); read as the others' calls, it set their rate to
 // zero. No client may take more than twice its share. (The runaway is
 // rare: of the starts drawn from seeds 1-100, 83 and 87 showed it, one
-// client at 2.4 and 2.5 times its share.)
+// client at 2.4 and 2.5 times its share; the test runs seeds 81-90, a
+// tenth of the time, which hold both.)
 func TestNextTokenBucketNoRunaway(t *testing.T) {
-	for seed := uint64(1); seed <= 100; seed++ {
+	for seed := uint64(81); seed <= 90; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		b := &nextToken{limit: 300, window: 30 * time.Second, tokens: 300, at: ownT0}
 		cs := make([]*tokenClient, 16)
