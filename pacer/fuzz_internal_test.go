@@ -133,7 +133,7 @@ func FuzzObserve(f *testing.F) {
 }
 
 // checkSane fails t if p's state is not finite, positive where it must be,
-// or its hold is further than a day's Retry-After and its jitter.
+// or its hold is further than a day's reset and the day-long window after.
 func checkSane(t *testing.T, p *Pacer, story []string) {
 	t.Helper()
 	p.mu.Lock()
@@ -153,9 +153,31 @@ func checkSane(t *testing.T, p *Pacer, story []string) {
 	if p.window <= 0 || p.window > maxDuration {
 		t.Fatalf("window = %v after\n%v", p.window, story)
 	}
-	// A day's Retry-After, and jitter of at most the longest maximum
-	// delay (half of a day's window).
-	if h := p.hold.Sub(p.latest); h > maxDuration+maxDuration/2 {
+	// A day's reset or Retry-After, then a point of the next window, a
+	// day at most (see sparseWait), or jitter of at most a window.
+	if h := p.hold.Sub(p.latest); h > 2*maxDuration {
 		t.Fatalf("hold %v ahead after\n%v", h, story)
+	}
+}
+
+// TestSparseEndDayAhead: a reset of a day on a window of a millisecond
+// names an instant 86.4 million windows ahead. sparseEnd stepped back to
+// the window holding now one window at a time, for seconds per decision
+// (FuzzObserve's sparse-end-a-day-ahead); it must land on the same window
+// as stepping would.
+func TestSparseEndDayAhead(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := New(WithSeed(1))
+	p.window = time.Millisecond
+	for _, ahead := range []time.Duration{1, time.Millisecond - 1, time.Millisecond, time.Millisecond + 1, 2 * time.Millisecond, maxDuration, maxDuration + 7} {
+		p.lw.instant = t0.Add(ahead)
+		want := p.lw.instant
+		for want.Sub(t0) > p.window && ahead < time.Second {
+			want = want.Add(-p.window)
+		}
+		got := p.sparseEnd(t0)
+		if d := got.Sub(t0); d <= 0 || d > p.window || (ahead < time.Second && !got.Equal(want)) || (ahead-d)%p.window != 0 {
+			t.Errorf("sparseEnd(now) with the instant %v ahead = now+%v; want now+%v, within a window after now", ahead, d, want.Sub(t0))
+		}
 	}
 }
