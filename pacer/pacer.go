@@ -657,7 +657,7 @@ func (p *Pacer) holdUntil(t, now time.Time) {
 // own gap, bounded by the maximum delay.
 func (p *Pacer) spread() time.Duration {
 	if p.rate <= 0 && p.ro.implied > 0 {
-		return time.Duration(float64(time.Second) / p.ro.implied)
+		return min(time.Duration(float64(time.Second)/p.ro.implied), p.maxDelay())
 	}
 	if p.rate <= 0 {
 		return p.window / periods
@@ -816,7 +816,9 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			return min(d, p.maxDelay())
 		}
 		if r := p.ro.rate(now); r > 0 {
-			return time.Duration(float64(time.Second) / (p.cfg.target * r))
+			// A reading taken over days (one call, then a refusal long
+			// after) is no gap of days: at most a window, as the rate's.
+			return min(time.Duration(float64(time.Second)/(p.cfg.target*r)), p.window)
 		}
 		return 0
 	}

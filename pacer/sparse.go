@@ -142,10 +142,10 @@ func (p *Pacer) sparseCount(s Signal) {
 func (p *Pacer) sparseEnd(t time.Time) time.Time {
 	e := p.lw.instant
 	if e.After(t) {
-		for e.Sub(t) > p.window {
-			e = e.Add(-p.window)
-		}
-		return e
+		// The instant may be a day ahead of a window of milliseconds:
+		// step back by whole windows at once, not one by one.
+		k := (e.Sub(t) - 1) / p.window
+		return e.Add(-k * p.window)
 	}
 	k := t.Sub(e)/p.window + 1
 	return e.Add(k * p.window)
