@@ -450,11 +450,7 @@ func (p *Pacer) replanLocked(now time.Time) {
 	if p.queue.len() == 0 {
 		return
 	}
-	from := now.Add(p.barrier(now))
-	if from.Before(p.hold) {
-		from = p.hold
-	}
-	p.queue.replan(from, p.gap(now))
+	p.queue.replan(latest(now.Add(p.barrier(now)), p.hold), p.gap(now))
 }
 
 // learn takes in a shared count observed at now: it updates the
@@ -682,23 +678,32 @@ func (p *Pacer) nowLocked() time.Time {
 	return now
 }
 
-// slotLocked returns the earliest time the next call may go.
+// slotLocked returns the earliest time the next call may go: the small
+// fixed window's plan when it holds (see sparse), else the paced slot,
+// never before the hold.
 func (p *Pacer) slotLocked(now time.Time) time.Time {
 	p.control(now)
 	p.prune(now)
-	if p.sparseOn() {
-		slot := p.sparseSlot(now)
-		if slot.Before(p.hold) {
-			slot = p.hold
-		}
-		return slot
+	var slot time.Time
+	planned := p.sparseOn()
+	if planned {
+		slot = p.sparseSlot(now)
+	} else {
+		slot, planned = p.sparseFirst(now)
 	}
-	if slot, ok := p.sparseFirst(now); ok {
-		if slot.Before(p.hold) {
-			slot = p.hold
-		}
-		return slot
+	if !planned {
+		slot = p.pacedSlot(now)
 	}
+	slot = latest(slot, p.hold)
+	if a, ok := p.anniversary(now); ok && slot.Equal(a) {
+		p.lookAt = slot
+	}
+	return slot
+}
+
+// pacedSlot returns the slot the rate, the barrier and a full fixed
+// window allow. It must be called with p.mu held.
+func (p *Pacer) pacedSlot(now time.Time) time.Time {
 	slot := p.lastSlot().Add(p.gap(now))
 	if b := now.Add(p.barrier(now)); slot.Before(b) {
 		slot = b
@@ -713,12 +718,6 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 				slot = turn.Add(time.Duration(p.lw.phase * float64(p.spread())))
 			}
 		}
-	}
-	if slot.Before(p.hold) {
-		slot = p.hold
-	}
-	if a, ok := p.anniversary(now); ok && slot.Equal(a) {
-		p.lookAt = slot
 	}
 	return slot
 }
