@@ -264,6 +264,21 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 	}
 	keep := l.ownPace
 	l.ownPace = false
+	if p.pr.hit {
+		// The window read from a burst leaving the count: the rate was
+		// set reading the count as calls of a longer window, a share of
+		// them spread over it. Start again from a newcomer's share of
+		// the count (or the calls per second it made, if more), and let
+		// the loop settle it.
+		p.pr.hit = false
+		r := p.rate
+		p.setWindow(w)
+		if used, _, ok := p.countOf(s); ok && r > 0 {
+			p.rate = math.Max(r, math.Max(p.cfg.target*p.limit-used, newcomerShare*used)/p.window.Seconds())
+			p.clampRate()
+		}
+		return
+	}
 	if keep && w != p.window {
 		// A bound from calls leaving the count comes to each client
 		// at its own time, not to all at once as a reset does: keep
@@ -473,6 +488,10 @@ func (p *Pacer) departures(now time.Time, s Signal, sent time.Time, landed bool)
 	if !s.Throttled {
 		v-- // this call, counted after
 		before--
+	}
+	if b, ok := p.probeRead(now, v); ok && !l.bucket && l.period == 0 && !l.fixed && (l.bound == 0 || b < l.bound) {
+		l.bound = b
+		p.pr.hit = true
 	}
 	if b, ok := p.dep.bound(now, v); ok && b >= minReading && !l.bucket && l.period == 0 && !l.fixed && (l.bound == 0 || snap(b) < l.bound) {
 		l.bound = snap(b)

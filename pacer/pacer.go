@@ -150,6 +150,7 @@ type Pacer struct {
 	// leave a window later (see anniversary).
 	quietAt time.Time
 	lookAt  time.Time // the latest slot set by an anniversary
+	pr      probe     // a burst sent to read the window (see probe)
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -728,8 +729,12 @@ func (p *Pacer) bookLocked(now, slot time.Time) {
 	if p.sp.on {
 		p.sparseBook(slot)
 	}
+	probing := p.probeArmed(now)
 	if slot.After(p.last) {
 		p.last = slot
+	}
+	if probing {
+		p.probeBook(slot)
 	}
 	if slot.After(now) {
 		p.waitedUntil = slot
@@ -823,6 +828,10 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	}
 	u, ok := p.predictedUsed(now)
 	if !ok || p.rate <= 0 {
+		return 0
+	}
+	if p.probeArmed(now) {
+		// A burst to read the window from (see probe).
 		return 0
 	}
 	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
