@@ -24,11 +24,14 @@ type probe struct {
 	calls    int           // the burst's size, set when it starts
 	done     bool          // the burst's outcome is known, or it will never go
 	bound    time.Duration // the bound on the window when the burst went
-	// prevAt and prevV are the previous count's time and the count less
+	// next is the index in roundWindows of the next window the burst
+	// may leave at; anchorAt and anchorV are the latest count before
+	// that window had passed since the burst began, and the count less
 	// this client's own calls then (see departures).
-	prevAt time.Time
-	prevV  float64
-	hit    bool // the latest count read the window from the burst leaving
+	next     int
+	anchorAt time.Time
+	anchorV  float64
+	hit      bool // the latest count read the window from the burst leaving
 }
 
 const (
@@ -96,37 +99,40 @@ func (p *Pacer) probeBook(slot time.Time) {
 }
 
 // probeRead takes in a count at now, v being the count less this
-// client's own calls (as departures computes it): once the burst has
-// gone, a drop of v by more than half the burst between the previous
-// count (at least minReading after the burst) and this one, the two
-// within an eighth of a round window below the window believed and on
-// either side of that round window since the burst began, is the burst
-// leaving the count: it returns that round window and true. A burst not
-// seen to leave within the window believed gives up. It must be called
-// with p.mu held.
+// client's own calls (as departures computes it). Once the burst has gone,
+// for each round window below the window believed, in turn: a drop of v by
+// more than half the burst from the latest count before that window had
+// passed since the burst began (at least minReading after the burst) to
+// the first count after it had passed since the burst ended, the two at
+// most a quarter of that window apart (and the time the burst took), is
+// the burst leaving the count: it returns that round window and true. A
+// burst not seen to leave within the window believed gives up. It must be
+// called with p.mu held.
 func (p *Pacer) probeRead(now time.Time, v float64) (time.Duration, bool) {
 	pr := &p.pr
-	defer func() { pr.prevAt, pr.prevV = now, v }()
-	if pr.done || pr.sent == 0 || pr.sent < pr.calls || pr.prevAt.IsZero() {
+	if pr.done || pr.sent == 0 || pr.sent < pr.calls {
 		return 0, false
 	}
-	if pr.bound != p.lw.bound {
-		// Another reading bounded the window meanwhile.
+	if pr.bound != p.lw.bound || now.Sub(pr.from) > p.window {
+		// Another reading bounded the window meanwhile, or the burst
+		// did not leave within the window believed.
 		pr.done = true
 		return 0, false
 	}
-	if now.Sub(pr.from) > p.window {
-		pr.done = true
-		return 0, false
-	}
-	if pr.prevAt.Sub(pr.to) < minReading || pr.prevV-v <= float64(pr.calls)/2 {
-		return 0, false
-	}
-	for _, r := range roundWindows {
-		if r >= p.window {
-			break
+	for ; pr.next < len(roundWindows) && roundWindows[pr.next] < p.window; pr.next++ {
+		r := roundWindows[pr.next]
+		if now.Before(pr.from.Add(r)) {
+			// Before the burst can have left at r: the latest count
+			// before it.
+			pr.anchorAt, pr.anchorV = now, v
+			return 0, false
 		}
-		if a := pr.from.Add(r); pr.prevAt.Before(a) && !now.Before(a) && now.Sub(pr.prevAt) <= r/8 {
+		if now.Before(pr.to.Add(r)) {
+			return 0, false // while it leaves, if r is the window
+		}
+		ok := !pr.anchorAt.IsZero() && pr.anchorAt.Sub(pr.to) >= minReading &&
+			now.Sub(pr.anchorAt) <= r/4+pr.to.Sub(pr.from) && pr.anchorV-v > float64(pr.calls)/2
+		if ok {
 			pr.done = true
 			return r, true
 		}
