@@ -90,6 +90,11 @@ type learner struct {
 	interval time.Duration // the longest reset per counted call seen
 	// sawFull reports whether a response reported the count at the limit.
 	sawFull bool
+	// before is the latest turnover of a fixed window; beforeOthers and
+	// beforeOwn are the others' calls and this client's in the latest
+	// count of the window it ended (see othersBefore).
+	before                  time.Time
+	beforeOthers, beforeOwn float64
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -709,6 +714,9 @@ func (p *Pacer) fixedSure() bool {
 // forgetBefore drops this client's counted calls made before t, when a
 // fixed window turned over at t.
 func (p *Pacer) forgetBefore(t time.Time) {
+	if t.After(p.lw.before) {
+		p.lw.before, p.lw.beforeOthers, p.lw.beforeOwn = t, p.othersUsed, p.own.counted()
+	}
 	p.own.forgetBefore(t)
 	p.hist.valid = false
 }
@@ -866,7 +874,8 @@ func (p *Pacer) refilled(now time.Time, s Signal, jump time.Duration) bool {
 }
 
 // onWindowGrid recognises a fixed window from refusals alone: on a limit
-// of a few calls (below sparseCalls), refusals at the limit whose reset
+// of a few calls (below sparseCalls), or to a client that calls about
+// once a window (see onceAWindowFull), refusals at the limit whose reset
 // instants are one or two windows apart, within a tenth of instantSlack
 // of whole windows, each named exactly, are the ends of a fixed window,
 // though this client never saw its count drop (it always came after the
@@ -877,7 +886,7 @@ func (p *Pacer) refilled(now time.Time, s Signal, jump time.Duration) bool {
 func (p *Pacer) onWindowGrid(now time.Time, s Signal, at time.Time) {
 	l := &p.lw
 	used, limit, ok := p.countOf(s)
-	if !s.Throttled || !ok || limit <= 0 || limit >= sparseCalls || used < limit {
+	if !s.Throttled || !ok || limit <= 0 || used < limit || (limit >= sparseCalls && !p.onceAWindowFull(now, s, at)) {
 		return
 	}
 	last := l.limitAt
@@ -906,4 +915,44 @@ func (p *Pacer) onWindowGrid(now time.Time, s Signal, at time.Time) {
 // bucket's next token or time to full, misread as a window, see refused.)
 func (p *Pacer) noRetryAfter(s Signal) bool {
 	return s.RetryAfter <= 0 && s.Reset > 2*instantSlack && !p.lw.retryAfter
+}
+
+// onceAWindowFull reports whether the refusal s, observed at now with at
+// the instant it names, came to a client that calls about once a window
+// (onceAWindow calls at most, at its rate), with a Retry-After that ends
+// at that instant (each written in whole seconds: within instantSlack).
+// Such a client calls late in a fixed window as often as early, and late
+// it never sees the count drop at a turnover (the others filled the
+// window before it called): it never learned that the window was fixed,
+// kept calling a window apart at the same late point, and was refused at
+// nearly every call, at the floor rate (30/3 s, N=16: one to three such
+// clients in most runs). A sliding-window counter's refusal waits for the
+// previous window's weight to fade, not for its reset. It must be called
+// with p.mu held.
+func (p *Pacer) onceAWindowFull(now time.Time, s Signal, at time.Time) bool {
+	if s.RetryAfter <= 0 || p.rate*p.window.Seconds() > onceAWindow {
+		return false
+	}
+	d := now.Add(s.RetryAfter).Sub(at)
+	return d <= instantSlack && d >= -instantSlack
+}
+
+// othersBefore returns the others' rate that the latest count of the
+// window before a fixed window's latest turnover showed, while the window
+// after it runs and when this client had at least 1/settle calls counted
+// in it (a count every quarter window at least), else zero. The estimate
+// of the others restarts at a turnover from the count since, which holds
+// nearly nothing of theirs: clients held by a Retry-After written in whole
+// seconds come back up to a second apart, and the first back read the
+// window as its own and filled its hole alone, keeping the larger share
+// for windows (30/3 s, N=4: Jain's index over the first five windows 0.93).
+// A client that calls fewer times a window reads the others' part from one
+// count at a random point of the window, which says little of their rate.
+// It must be called with p.mu held.
+func (p *Pacer) othersBefore(now time.Time) float64 {
+	l := &p.lw
+	if !p.fixedSure() || l.before.IsZero() || now.Sub(l.before) >= p.window || l.beforeOwn < 1/settle {
+		return 0
+	}
+	return l.beforeOthers / p.window.Seconds()
 }
