@@ -876,8 +876,12 @@ func (p *Pacer) refilled(now time.Time, s Signal, jump time.Duration) bool {
 // onWindowGrid recognises a fixed window from refusals alone: on a limit
 // of a few calls (below sparseCalls), or to a client that calls about
 // once a window (see onceAWindowFull), refusals at the limit whose reset
-// instants are one or two windows apart, within a tenth of instantSlack
-// of whole windows, each named exactly, are the ends of a fixed window,
+// instants are one or two windows apart, each named exactly, are the
+// ends of a fixed window: the spacing within a tenth of instantSlack
+// below the longest reset read, or a sixteenth of it above (the longest
+// reading is short of the window by how late in its window the call it
+// answered came: clients that start together a 60th of a window apart
+// read 9.86 s of a 10 s window, which a tenth of instantSlack missed),
 // though this client never saw its count drop (it always came after the
 // window had filled). A sliding log names when its oldest call leaves,
 // anywhere. The period is the spacing, and the window turned over a
@@ -900,7 +904,7 @@ func (p *Pacer) onWindowGrid(now time.Time, s Signal, at time.Time) {
 	if k < 1 || k > 2 {
 		return
 	}
-	if per := time.Duration(float64(d) / k); per >= l.longest-instantSlack/10 && per <= l.longest+instantSlack/10 {
+	if per := time.Duration(float64(d) / k); per >= l.longest-instantSlack/10 && per <= l.longest+max(instantSlack/10, l.longest/16) {
 		l.period, l.fixed, l.boundary = per, true, at.Add(-per)
 		l.phase = p.rng.Float64()
 		p.forgetBefore(earliest(l.boundary, now))

@@ -16,9 +16,11 @@ import (
 //     a random point of its first part (regularSpan): a new point every
 //     window, so that no client is always the one that comes last. While
 //     the clients are fewer than the limit, each calls every window and
-//     none is refused. When they are more, each calls in a share q of the
-//     windows (credit that accrues q at every turnover), q set so that the
-//     regular calls of a window come to the limit.
+//     none is refused. When they are more, each holds one window in a
+//     period of a few (the windows whose index is its residue modulo the
+//     period) and keeps it while its calls there are accepted: a
+//     reservation, as in reservation ALOHA, so that the windows' regular
+//     calls stay where they fit instead of colliding anew every window.
 //   - Extra calls. The client whose regular call was counted first (the
 //     count says nobody called before it) takes what the regular calls
 //     leave, in the last part of the window, one call at a time until the
@@ -27,16 +29,25 @@ import (
 //     a call of the last crowdWindows windows was refused, or a regular
 //     call was counted at the limit, or the regular calls a window,
 //     estimated, are within half a call of the limit. A client that has
-//     seen no other client's calls takes them at once.
+//     seen no other client's calls for crowdWindows windows (or two of its
+//     periods) takes them at once.
 //
 // The others' regular calls a window are read from the count at this
 // client's regular calls: the calls before it, over the part of the
 // regular span gone by, summed over the last few windows (a refused
-// regular call counts the limit before it, a lower bound). Above the
-// limit by a tenth (the noise of a few counts), q falls in proportion;
-// below it, q grows by the same step for every client, a window at a time:
-// additive increase and multiplicative decrease even the shares out. A
-// refused regular call cuts q by throttleCut at once.
+// regular call counts the limit before it, a lower bound); in a period,
+// that is the regular calls of the windows this client holds. A refused
+// regular call gives its window up for another of the period, at random;
+// refusals that come about as fast as its calls (a count halved at each
+// accepted call, reaching 1.5) double the period, as does any refusal
+// with a period of one. The period halves when twice the regular calls
+// of its windows would still leave half a call of the limit (what they
+// would hold were every client to halve it; at most every two periods,
+// never within crowdWindows of a refusal). Periods are powers of two
+// (see sparseSetPeriod). The period starts at the inverse of the share
+// of its calls the server took before the plan, and, if refused, at
+// least the regular calls a window the first count of the plan reads,
+// over the limit.
 //
 // It is owned by one Pacer and used under its lock.
 type sparse struct {
@@ -44,9 +55,18 @@ type sparse struct {
 	// accepted and refused count this client's calls before the plan
 	// began.
 	accepted, refused float64
-	q                 float64   // the share of windows with a regular call of this client, up to 1
-	credit            float64   // regular calls owed, net of those booked
+	q                 float64   // the share of windows with a regular call of this client: 1/period
 	end               time.Time // end of the window the plan is at
+	// period and res are the windows this client holds: those whose
+	// index (counted from ref, the end of the plan's first window) is res
+	// modulo period. misses counts its regular calls refused, halved at
+	// each one accepted; periodAt is the end of the window when period
+	// last changed; fresh says the next count is the plan's first, of a
+	// client refused before it.
+	period, res   int
+	misses        float64
+	ref, periodAt time.Time
+	fresh         bool
 	// booked is the end of the window of the latest regular call booked,
 	// extra the latest extra call's slot handed out; first reports
 	// whether this window's regular call was counted first, mine how many
@@ -76,31 +96,19 @@ const (
 	// sparseDecay is how much of the others' calls and phases seen a
 	// window keeps: about the last seven windows count.
 	sparseDecay = 0.85
-	// sparseGain is the power of limit/estimate by which q falls at a
-	// count above the limit: half the way, since one count is a handful
-	// of calls.
-	sparseGain = 0.5
-	// sparseBand: q falls only when the regular calls a window are
-	// estimated above the limit by this factor. With as many clients as
-	// the limit, every estimate is noise around the limit, and q would
-	// fall on half of them.
-	sparseBand = 1.1
-	// sparseStep is how much q grows a window, per unit of the fraction
-	// of the limit the regular calls leave unused: the same for every
-	// client.
-	sparseStep = 0.2
 	// minPhases is how much of a regular span the counts must cover
-	// before they move q or allow extra calls: a third of a window's
-	// worth.
+	// before they move the period or allow extra calls: a third of a
+	// window's worth.
 	minPhases = 0.3
 	// crowdWindows is how many windows after a refusal (or a regular
 	// call counted at the limit) a client takes no extra calls: about
 	// the memory of the estimate (sparseDecay), which is what says the
 	// clients are fewer than the limit again.
 	crowdWindows = 8
-	// minShare is the lowest q: a regular call at least every 256
-	// windows, as the rate's floor (see clampRate).
-	minShare = 1.0 / ownBuckets
+	// freshPhase is how much of the regular span must have gone by at
+	// the plan's first count for it to set the period: a fifth, enough
+	// for the others' calls before it to say how many call a window.
+	freshPhase = 0.2
 )
 
 // sparseOn reports whether the Pacer plans its calls window by window
@@ -120,7 +128,11 @@ func (p *Pacer) sparseOn() bool {
 			// or two does not give up).
 			q = (p.sp.accepted + 1) / (p.sp.accepted + p.sp.refused + 1)
 		}
-		p.sp = sparse{on: true, q: q}
+		p.sp = sparse{on: true}
+		p.sparseSetPeriod(int(math.Round(1 / q)))
+		// Refused before: the count at the first call of the plan says
+		// how many call a window (see sparseObserve).
+		p.sp.fresh = p.sp.period > 1
 	}
 	return true
 }
@@ -164,9 +176,9 @@ func (p *Pacer) sameWindow(a, b time.Time) bool {
 func (p *Pacer) sparseEstimate() (float64, bool) {
 	sp := &p.sp
 	if sp.phases < minPhases {
-		return sp.q, false
+		return 1, false
 	}
-	return sp.q + sp.others/sp.phases, true
+	return 1 + sp.others/sp.phases, true
 }
 
 // sparseRoll brings the plan to the window holding now: every turnover
@@ -177,25 +189,54 @@ func (p *Pacer) sparseRoll(now time.Time) {
 	sp := &p.sp
 	e := p.sparseEnd(now)
 	if sp.end.IsZero() {
-		sp.end, sp.credit = e, 1
+		sp.end, sp.ref, sp.periodAt = e, e, e
 		return
 	}
 	k := math.Round(float64(e.Sub(sp.end)) / float64(p.window))
 	if k < 1 {
 		return // the same window, named a millisecond apart
 	}
-	total := sp.q
-	if sp.phases > 0 {
-		total += sp.others / sp.phases
-	}
-	if total < p.limit {
-		sp.q = math.Min(1, sp.q+k*sparseStep*(p.limit-total)/p.limit)
-	}
-	sp.credit = math.Min(sp.credit+k*sp.q, 1+sp.q)
 	d := math.Pow(sparseDecay, k)
 	sp.others *= d
 	sp.phases *= d
 	sp.end, sp.full, sp.first, sp.mine = e, false, false, 0
+	if h, ok := p.sparseEstimate(); ok && sp.period > 1 && e.Sub(sp.periodAt) >= time.Duration(2*sp.period)*p.window &&
+		(sp.crowdedAt.IsZero() || e.Sub(sp.crowdedAt) > crowdWindows*p.window) &&
+		2*h <= p.limit-0.5 {
+		p.sparseSetPeriod(sp.period / 2)
+	}
+}
+
+// sparseSetPeriod makes this client hold one window in n (rounded up to
+// a power of two, at most ownBuckets), a random one of them, and scales
+// the estimate of the others in its windows by the change. Periods that
+// are powers of two nest: the windows of one period are a fixed part of
+// those of a shorter one, so that clients of different periods that fit
+// together keep fitting, where periods of 3 and 4 would meet in a
+// different pattern every window. It must be called with p.mu held.
+func (p *Pacer) sparseSetPeriod(n int) {
+	sp := &p.sp
+	k := 1
+	for k < n && k < ownBuckets {
+		k *= 2
+	}
+	n = k
+	if sp.period > 0 && sp.phases > 0 {
+		h := (1 + sp.others/sp.phases) * float64(sp.period) / float64(n)
+		sp.others = math.Max(0, h-1) * sp.phases
+	}
+	sp.period, sp.res, sp.misses = n, p.rng.IntN(n), 0
+	sp.q = 1 / float64(n)
+	sp.periodAt = sp.end
+	p.rate = sp.q / p.window.Seconds()
+}
+
+// sparseMine reports whether the window ending at e is one this client
+// holds.
+func (p *Pacer) sparseMine(e time.Time) bool {
+	sp := &p.sp
+	k := int64(math.Round(float64(e.Sub(sp.ref)) / float64(p.window)))
+	return ((k-int64(sp.res))%int64(sp.period)+int64(sp.period))%int64(sp.period) == 0
 }
 
 // sparseSlot returns the slot of the next call: the window's regular call
@@ -213,7 +254,7 @@ func (p *Pacer) sparseSlot(now time.Time) time.Time {
 	start := sp.end.Add(-p.window)
 	span := start.Add(time.Duration(regularSpan * float64(p.window)))
 	booked := p.sameWindow(sp.booked, sp.end)
-	if !sp.full && sp.credit >= 1 && !booked && from.Before(span) {
+	if !sp.full && p.sparseMine(sp.end) && !booked && from.Before(span) {
 		return p.randomIn(latest(from, start), span)
 	}
 	if booked && sp.first && !sp.full && p.own.flying == 0 && p.ahead.len() == 0 && p.extrasOK() {
@@ -224,10 +265,9 @@ func (p *Pacer) sparseSlot(now time.Time) time.Time {
 			return at
 		}
 	}
-	e, c := sp.end.Add(p.window), math.Min(sp.credit+sp.q, 1+sp.q)
-	for i := 0; i < ownBuckets && (c < 1 || !e.After(from)); i++ {
+	e := sp.end.Add(p.window)
+	for i := 0; i < ownBuckets && (!p.sparseMine(e) || !e.After(from)); i++ {
 		e = e.Add(p.window)
-		c = math.Min(c+sp.q, 1+sp.q)
 	}
 	s := e.Add(-p.window)
 	return p.randomIn(latest(from, s), s.Add(time.Duration(regularSpan*float64(p.window))))
@@ -240,7 +280,7 @@ func (p *Pacer) sparseSlot(now time.Time) time.Time {
 // must be called with p.mu held.
 func (p *Pacer) extrasOK() bool {
 	sp := &p.sp
-	if !p.othersSeen(sp.end) {
+	if p.lw.othersAt.IsZero() || sp.end.Sub(p.lw.othersAt) >= time.Duration(max(crowdWindows, 2*sp.period))*p.window {
 		return true
 	}
 	if !sp.crowdedAt.IsZero() && sp.end.Sub(sp.crowdedAt) <= crowdWindows*p.window {
@@ -273,7 +313,6 @@ func (p *Pacer) sparseBook(slot time.Time) {
 	if slot.Equal(sp.extra) {
 		return
 	}
-	sp.credit--
 	sp.booked = p.sparseEnd(slot)
 }
 
@@ -286,7 +325,6 @@ func (p *Pacer) sparseUnbook(slot time.Time) {
 	if slot.Equal(sp.extra) {
 		return
 	}
-	sp.credit++
 	if p.sameWindow(sp.booked, p.sparseEnd(slot)) {
 		sp.booked = time.Time{}
 	}
@@ -305,17 +343,35 @@ func (p *Pacer) sparseObserve(now time.Time, s Signal) {
 	}
 	phase := math.Min(1, math.Max(0, 1-float64(sp.end.Sub(now))/float64(p.window)))
 	regular := phase < regularSpan && sp.mine == 0
+	if sp.fresh {
+		sp.fresh = false
+		if regular && phase/regularSpan >= freshPhase {
+			o := math.Max(0, used-1)
+			if s.Throttled {
+				o = limit
+			}
+			h := 1 + o/(phase/regularSpan)
+			if n := int(math.Ceil(h / limit)); n > sp.period {
+				p.sparseSetPeriod(n)
+			}
+		}
+	}
 	if s.Throttled {
 		// Refused, a regular call or an extra one: the regular calls
 		// filled the window.
 		sp.full, sp.crowdedAt = true, sp.end
 		if regular {
 			sp.booked = time.Time{}
-			sp.q = math.Max(sp.q*throttleCut, minShare)
 			// The limit came before it: a lower bound.
 			sp.others += limit
 			sp.phases += phase / regularSpan
-			p.sparseControl(limit)
+			// Its window is taken: another one, or one in more.
+			sp.misses++
+			if sp.period == 1 || sp.misses >= 1.5 {
+				p.sparseSetPeriod(2 * sp.period)
+			} else {
+				sp.res = (sp.res + 1 + p.rng.IntN(sp.period-1)) % sp.period
+			}
 		}
 		return
 	}
@@ -329,31 +385,15 @@ func (p *Pacer) sparseObserve(now time.Time, s Signal) {
 	if !p.sameWindow(sp.booked, sp.end) {
 		// A call made before the plan began is this window's regular
 		// call.
-		sp.credit--
 		sp.booked = sp.end
 	}
+	sp.misses *= 0.5
 	if used >= limit {
 		sp.crowdedAt = sp.end
 	}
 	sp.first = used <= 1
 	sp.others += math.Max(0, used-1)
 	sp.phases += phase / regularSpan
-	p.sparseControl(limit)
-}
-
-// sparseControl cuts q in proportion when the regular calls a window are
-// estimated above the limit by more than sparseBand. It must be called
-// with p.mu held.
-func (p *Pacer) sparseControl(limit float64) {
-	sp := &p.sp
-	total, ok := p.sparseEstimate()
-	if !ok {
-		return
-	}
-	if total > sparseBand*limit {
-		sp.q = math.Max(sp.q*math.Pow(limit/total, sparseGain), minShare)
-	}
-	p.rate = sp.q / p.window.Seconds()
 }
 
 // sparseWait holds a client whose count showed other clients' calls, on a
@@ -388,8 +428,12 @@ func (p *Pacer) sparseWait(now time.Time) {
 // it may be alone, or the first of several. It takes the rest of the
 // window as the client counted first does in the plan: in the last part
 // of the window, one call at a time, until the count reaches the limit;
-// then a random point of the regular span of the next window. It returns
-// false when the rule does not apply (see sparseWait for a count that
+// then a random point of the regular span of the next window. Not at
+// its first count, though: a client that joins a busy key as the window
+// turns over is counted alone before anybody else could call, and the
+// others are about to fill the window; it calls next at a random point
+// of the regular span of the next window, where the count tells. It
+// returns false when the rule does not apply (see sparseWait for a count that
 // showed others). It must be called with p.mu held.
 func (p *Pacer) sparseFirst(now time.Time) (time.Time, bool) {
 	l := &p.lw
@@ -399,7 +443,7 @@ func (p *Pacer) sparseFirst(now time.Time) (time.Time, bool) {
 	if p.used-p.own.counted() >= 1 {
 		return time.Time{}, false
 	}
-	if p.used >= p.limit || p.own.flying > 0 || p.ahead.len() > 0 {
+	if p.used >= p.limit || p.own.flying > 0 || p.ahead.len() > 0 || p.counts <= 1 {
 		return p.randomIn(l.instant, l.instant.Add(time.Duration(regularSpan*float64(p.window)))), true
 	}
 	return latest(now, l.instant.Add(-time.Duration((1-regularSpan)*float64(p.window)))), true
