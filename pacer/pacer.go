@@ -143,6 +143,19 @@ type Pacer struct {
 	// seen since, from their estimated rate.
 	joinedAt   time.Time
 	joinOthers float64
+	// A quiet first count may come from a key that other clients start
+	// on at the same moment (see crowdedStart): crowdAt is its time (zero
+	// once the crowd's window is over), crowdUsed the count, crowdEnd
+	// when the calls it counted leave the window, crowdOwn this client's
+	// counted calls before the first count that showed others (-1 until
+	// then), crowdCap the rate its share of the headroom allows (zero:
+	// not held), crowdPhase where in its gap after crowdEnd it calls.
+	crowdAt    time.Time
+	crowdUsed  float64
+	crowdEnd   time.Time
+	crowdOwn   float64
+	crowdCap   float64
+	crowdPhase float64
 	counts     int    // the counts learned so far
 	sp         sparse // the window-by-window plan of a small fixed window
 	// quietAt is the time of the first count, when it was a quarter of
@@ -534,9 +547,102 @@ func (p *Pacer) learn(now time.Time, used float64) {
 			// window that has just turned over (settleJoin tells).
 			p.joinedAt = now
 		}
+		if used < p.cfg.target*p.limit/2 && (p.winSet || p.lw.resets) && !p.lw.bucket && p.limit > 2*sparseCalls {
+			p.crowdAt, p.crowdUsed, p.crowdOwn = now, used, -1
+			p.crowdEnd = now.Add(p.window)
+			if i := p.lw.instant; i.After(now) && i.Before(p.crowdEnd) {
+				// The first calls leave, or the window turns over, at
+				// the reset instant the response named.
+				p.crowdEnd = i
+			}
+		}
 		p.rate = head / p.window.Seconds()
 		p.clampRate()
 	}
+	p.crowdedStart(now, used)
+}
+
+// crowdedStart holds back a client that starts on a quiet key with a
+// crowd. Each client reads its first count as a quiet key and starts at
+// the whole target, so that N clients starting together call at N times
+// the limit: the window is full within a fraction of itself, and the
+// control loop, whose cut acts over a window, is too late (16 clients on a
+// counter of 50 calls in 5 s: 16 refusals in the first window, 18 in the
+// second, when all come back together). When the count reaches half the
+// target within a twentieth of a window of a quiet first count (about ten
+// times the rate a lone client starts at), a crowd started together:
+// until the calls counted by then leave the window (the reset instant the
+// first count named, at most a window after it), the client calls at its
+// share of the headroom left below the target, spread over that time, its
+// share being its calls among those counted since it first saw others;
+// its next call goes at a random point of that gap. When that time is
+// over, it comes back at a random point of the gap its calls in it give,
+// and keeps that rate as its share (the loop takes over from there). A
+// lone client, and a handful that the loop brings down in time, never
+// reach half the target so fast. Only on a limit above 2·sparseCalls (on
+// a few dozen calls a window the clients' first calls alone take most of
+// it) with a window read from the server (a guessed one may be many
+// times the real one). It must be called with p.mu held, after the count
+// is learned.
+func (p *Pacer) crowdedStart(now time.Time, used float64) {
+	if p.crowdAt.IsZero() {
+		return
+	}
+	in := now.Sub(p.crowdAt)
+	if !now.Before(p.crowdEnd) || used < p.crowdUsed {
+		// A window gone by, or a fixed window that turned over.
+		if p.crowdCap > 0 && !now.Before(p.crowdEnd) && !p.lw.fixed {
+			// Keep the share the first window gave.
+			p.rate = math.Min(p.rate, p.crowdKept())
+			p.clampRate()
+		}
+		p.crowdAt = time.Time{}
+		return
+	}
+	if used-p.own.counted()-float64(p.own.flying) < 1 || p.rate <= 0 {
+		return
+	}
+	first := p.crowdCap == 0
+	if first && p.crowdOwn < 0 {
+		// This client's calls from the first count that showed others.
+		p.crowdOwn = p.ownAll - 1
+	}
+	if first && (in > p.window/20 || used < p.cfg.target*p.limit/2) {
+		if in > p.window/20 {
+			// The count did not reach half the target within a
+			// twentieth of a window: no crowd the loop cannot bring
+			// down in time.
+			p.crowdAt = time.Time{}
+		}
+		return
+	}
+	mine := p.ownAll - p.crowdOwn + float64(p.own.flying)
+	share := math.Min(1, mine/used)
+	head := p.cfg.target*p.limit - used
+	allowed := math.Max(0, head) / p.crowdEnd.Sub(now).Seconds()
+	if first {
+		p.crowdPhase = p.rng.Float64()
+	}
+	p.crowdCap = math.Max(allowed*share, p.limit/(256*p.window.Seconds()))
+	if first && !p.last.After(now) {
+		// The next call at a random point of the new gap, not a gap
+		// after the latest: the clients cut together made their
+		// latest calls together.
+		g := time.Duration(float64(time.Second) / math.Min(p.rate, p.crowdCap))
+		p.last = now.Add(-time.Duration((1 - p.rng.Float64()) * float64(g)))
+	}
+}
+
+// crowdKept is the rate that this client's calls since it first saw others
+// give over the crowd's window (see crowdedStart): its share of it.
+func (p *Pacer) crowdKept() float64 {
+	return math.Max(1, p.ownAll-p.crowdOwn) / p.crowdEnd.Sub(p.crowdAt).Seconds()
+}
+
+// crowded reports whether crowdedStart holds this client at now (the hole
+// below the target is then the crowd's, not this client's to fill).
+func (p *Pacer) crowded(now time.Time) bool {
+	return p.crowdCap > 0 && !p.crowdAt.IsZero() && now.Before(p.crowdEnd)
 }
 
 // settleJoin holds a client whose first count looked quiet (see
@@ -866,7 +972,14 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	r := p.rate
-	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket {
+	if p.crowded(now) && p.crowdCap < r {
+		// Held to its share of the headroom until the first calls leave
+		// the window; then at its own point of its gap after that.
+		g := time.Duration(float64(time.Second) / p.crowdCap)
+		end := p.crowdEnd.Sub(p.lastSlot()) + time.Duration(p.crowdPhase*float64(time.Second)/math.Min(r, p.crowdKept()))
+		return min(g, max(end, 0), p.window)
+	}
+	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
 		// A hole below the target (calls leaving the window faster than
 		// they come, as after a burst or a limit drop), counting the
 		// calls that will leave it within the look-ahead: fill it within
