@@ -70,8 +70,9 @@ func joinSteadyLog(seed uint64) int {
 }
 
 // TestNewcomerRefusedCountsItsShareOverItsTime: a client that joins a key
-// in steady use and is refused within its first window had counted the
-// calls of the part of the window it was there, not of a whole window.
+// in steady use (its first count finds it busy) and is refused within its
+// first window had counted the calls of the part of the window it was
+// there, not of a whole window.
 // Held to those calls a window (two, a quarter window in), it grew back
 // only slowly, as the loop does where the resets say nothing: 8 to 9
 // calls from 5 s to 10 s on eight seeds (10 to 11 now), where the others

@@ -166,7 +166,7 @@ type Pacer struct {
 	// reports whether entryRate held this client within it.
 	entryAt   time.Time
 	entryHeld bool
-	firstAt   time.Time // the time of the first count
+	busyAt    time.Time // the time of the first count, when it found the key busy
 }
 
 // New returns a Pacer configured by opts. New has no error result, so it
@@ -537,9 +537,6 @@ func (p *Pacer) learn(now time.Time, used float64) {
 	p.othersUsed = others
 	p.ownNew = 0
 	p.settleJoin(now, prev, used)
-	if p.counts == 1 {
-		p.firstAt = now
-	}
 	if !p.entryAt.IsZero() && now.Sub(p.entryAt) >= p.window {
 		if p.entryHeld {
 			// The first window of a quiet key is over: go on at about
@@ -560,6 +557,7 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		// there are more, and the control loop settles the rest.
 		head := p.cfg.target * p.limit
 		if used >= head/2 {
+			p.busyAt = now
 			head = math.Max(p.cfg.target*p.limit-used, newcomerShare*used)
 		} else {
 			if used <= entryQuiet*p.limit {
@@ -949,18 +947,20 @@ func (p *Pacer) entryRate(now time.Time) (float64, time.Duration, bool) {
 }
 
 // perWindow returns how many calls a window the n calls this client had
-// counted in the window at now stand for (one at least). A client that
-// has called for less than a window, on a key whose others call at about
-// the limit's rate (steadyOthers: a key in steady use, which it joined),
-// has counted only the calls of the part of the window it was there: n
-// over that part. (Clients that start together on a quiet key fill the
-// window in a rush, their others far above the limit's rate, and the n
-// calls each got in before it was full are all it gets of that window.)
+// counted in the window at now stand for (one at least). A newcomer (its
+// first count found the key busy) that has called for less than a
+// window, on a key whose others call at no more than about the limit's
+// rate (steadyOthers: a key in steady use, which it joined), has counted
+// only the calls of the part of the window it was there: n over that
+// part. (Clients that start together on a quiet key fill the window in a
+// rush, their others far above the limit's rate, and the n calls each got
+// in before it was full are all it gets of that window; so do the last of
+// them to start, whose first count the others' first calls made busy.)
 // It must be called with p.mu held.
 func (p *Pacer) perWindow(now time.Time, n float64) float64 {
 	m := math.Max(1, n)
-	age := now.Sub(p.firstAt)
-	if p.firstAt.IsZero() || age <= 0 || age >= p.window || p.othersRate() > steadyOthers*p.limit/p.window.Seconds() {
+	age := now.Sub(p.busyAt)
+	if p.busyAt.IsZero() || age <= 0 || age >= p.window || p.othersRate() > steadyOthers*p.limit/p.window.Seconds() {
 		return m
 	}
 	return m * p.window.Seconds() / age.Seconds()
