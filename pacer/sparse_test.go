@@ -292,45 +292,31 @@ func TestSmallFixedWindowRecognisedByAnyDrop(t *testing.T) {
 // TestSmallFixedWindowRecognisedFromRefusals: a client refused at the
 // limit of 5 in two windows, each time after the window had filled, so
 // that it never saw the count drop, by resets naming instants exactly a
-// window apart: the ends of a fixed window.
-func TestSmallFixedWindowRecognisedFromRefusals(t *testing.T) {
-	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
-	for _, at := range []time.Duration{100 * time.Millisecond, 6 * time.Second, 17 * time.Second} {
-		c.Set(ownT0.Add(at))
-		p.Reserve()
-		end := c.Now().Truncate(10 * time.Second).Add(10 * time.Second)
-		p.Observe(Signal{Limit: 5, Remaining: 0, HasRemaining: true, Reset: end.Sub(c.Now()), Throttled: at > time.Second})
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.lw.fixed || math.Abs(p.lw.period.Seconds()-10) > 0.5 {
-		t.Fatalf("refused at the limit by instants 10 s apart: fixed %v, period %v; want fixed, 10s", p.lw.fixed, p.lw.period)
-	}
-}
-
-// TestSmallFixedWindowRecognisedFromRefusalsLateStart: the same refusals,
-// for a client whose first call came 300 ms into its window, so that the
-// longest reset it read (9.7 s) falls short of the window by that much.
-// Refusals at instants exactly 10 s apart are still the ends of a fixed
-// window. Before, the spacing had to be within a tenth of instantSlack of
-// the longest reading: clients that start a 60th of a window apart read
+// window apart: the ends of a fixed window. The late start is a client
+// whose first call came 300 ms into its window, so that the longest reset
+// it read (9.7 s) falls short of the window by that much: refusals at
+// instants exactly 10 s apart are still the ends of a fixed window.
+// Before, the spacing had to be within a tenth of instantSlack of the
+// longest reading: clients that start a 60th of a window apart read
 // 9.86 s of a 10 s window, and a client refused in every window never
 // recognised it (5/10 s, N=16: three of sixteen clients kept calling at
 // the end of full windows, refused every time).
-func TestSmallFixedWindowRecognisedFromRefusalsLateStart(t *testing.T) {
-	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
-	for _, at := range []time.Duration{300 * time.Millisecond, 6 * time.Second, 17 * time.Second} {
-		c.Set(ownT0.Add(at))
-		p.Reserve()
-		end := c.Now().Truncate(10 * time.Second).Add(10 * time.Second)
-		p.Observe(Signal{Limit: 5, Remaining: 0, HasRemaining: true, Reset: end.Sub(c.Now()), Throttled: at > time.Second})
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.lw.fixed || math.Abs(p.lw.period.Seconds()-10) > 0.5 {
-		t.Fatalf("refused at the limit by instants 10 s apart, longest reset 9.7 s: fixed %v, period %v; want fixed, 10s", p.lw.fixed, p.lw.period)
+func TestSmallFixedWindowRecognisedFromRefusals(t *testing.T) {
+	for _, first := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond} {
+		c := fakeclock.New(ownT0)
+		p := New(WithClock(c), WithSeed(1))
+		for _, at := range []time.Duration{first, 6 * time.Second, 17 * time.Second} {
+			c.Set(ownT0.Add(at))
+			p.Reserve()
+			end := c.Now().Truncate(10 * time.Second).Add(10 * time.Second)
+			p.Observe(Signal{Limit: 5, Remaining: 0, HasRemaining: true, Reset: end.Sub(c.Now()), Throttled: at > time.Second})
+		}
+		p.mu.Lock()
+		fixed, period := p.lw.fixed, p.lw.period
+		p.mu.Unlock()
+		if !fixed || math.Abs(period.Seconds()-10) > 0.5 {
+			t.Errorf("first call %v into the window, then refused at the limit by instants 10 s apart: fixed %v, period %v; want fixed, 10s", first, fixed, period)
+		}
 	}
 }
 
