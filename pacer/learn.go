@@ -95,6 +95,86 @@ type learner struct {
 	// count of the window it ended (see othersBefore).
 	before                  time.Time
 	beforeOthers, beforeOwn float64
+	// onGrid counts the reset instants that fell on a whole second, and
+	// offGrid reports whether one did not (see wholeSeconds); rounded
+	// reports whether the window is the round one they read (see
+	// learnWindow).
+	onGrid  int
+	offGrid bool
+	rounded bool
+	// pinAt and pinUsed are the latest reset instant and the count first
+	// seen with it; pinned reports whether the count rose by half the
+	// limit while the instant stayed put (a fixed window's end; a
+	// bucket's moves on by an interval a call).
+	pinAt   time.Time
+	pinUsed float64
+	pinned  bool
+	// perCall is the longest reset per counted call seen (a reset on no
+	// count counting as on one): a bucket's reset, its time to full, is
+	// at most its count times its interval (see learnWindow).
+	perCall time.Duration
+	// perCallHi is the least of (reset + instantSlack)/(count − 1) seen:
+	// a bucket's count is its time to full over its interval, rounded up,
+	// and its reset, to the second, falls short of that time by up to
+	// instantSlack, so that its interval is at most perCallHi.
+	perCallHi  time.Duration
+	stayedLong bool // an instant stayed put for twice instantSlack while the count rose
+	// secMatches counts the successive responses, on a count of at least
+	// a quarter of the limit, whose whole-second reset was the time the
+	// bucket takes to refill that count; secBucket latches once there
+	// were secMatchesMin of them (see secondsBucket).
+	secMatches   int
+	secLo, secHi float64   // the range of seconds per token they agree on
+	secFrom      time.Time // the first of them
+	secAt        time.Time // the instant the first of them named
+	secUsed      float64   // on what count
+	secBucket    bool
+}
+
+// gridMin is how many reset instants, all on whole seconds, make the
+// resets whole seconds (see wholeSeconds).
+const gridMin = 8
+
+// wholeSeconds reports whether every reset instant named so far fell on a
+// whole second, gridMin of them at least: the server writes its reset as
+// an HTTP date or a Unix time in seconds, rounded down to the second, so
+// that the real instant lies up to a second after the one named, and the
+// longest reset read falls short of the window by up to a second.
+func (l *learner) wholeSeconds() bool {
+	return !l.offGrid && l.onGrid >= gridMin
+}
+
+// perCallTol is how far, as a factor, perCall may exceed the interval a
+// round window reads (a reset measured on the client's clock, a round trip
+// after the server's).
+const perCallTol = 1.1
+
+// perCallFits reports whether every reset seen fits a bucket's time to
+// full with the interval of the round window just above the longest
+// reading (the window over the limit): none longer than its count times
+// that interval (perCall), none so short that the interval is above
+// perCallHi. A clock-aligned fixed window's ends are whole seconds too,
+// but its reset is long on a low count (just after it turned over) and
+// short on a full one (just before it turns over). It must be called with
+// p.mu held.
+func (p *Pacer) perCallFits() bool {
+	l := &p.lw
+	iv := float64(roundUp(l.longest)) / p.limit
+	return p.limit > 0 && float64(l.perCall) <= iv*perCallTol && (l.perCallHi == 0 || iv <= float64(l.perCallHi))
+}
+
+// roundUp returns the shortest round window (see roundWindows) at least d
+// and less than instantSlack above it, and d when there is none.
+func roundUp(d time.Duration) time.Duration {
+	for _, r := range roundWindows {
+		if r >= d {
+			if r-d < instantSlack {
+				return r
+			}
+			break
+		}
+	}
+	return d
 }
 
 // instantSlack is how far two reset instants may differ and still name the
@@ -210,11 +290,26 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 		}
 		l.clocked = clocked
 		l.instant, l.reading = at, s.Reset
+		if l.stayed && now.Sub(l.namedAt) >= 2*instantSlack {
+			l.stayedLong = true
+		}
+		pin := at.Sub(l.pinAt).Abs() < time.Millisecond
+		if used, lim, ok := p.countOf(s); ok && pin && used-l.pinUsed >= max(2, lim/2) {
+			l.pinned = true
+		} else if !pin {
+			l.pinAt, l.pinUsed = at, used
+		}
+		if ns := at.UnixNano() % int64(time.Second); ns < int64(time.Millisecond) || ns > int64(time.Second-time.Millisecond) {
+			l.onGrid++
+		} else {
+			l.offGrid = true
+		}
 		l.heldOver = false
 	} else {
 		l.stayed, l.far = false, false
 	}
 	p.bucketLike(now, s)
+	p.secondsBucket(now, s)
 	if s.RetryAfter > 0 {
 		l.retryAfter = true
 	}
@@ -227,6 +322,30 @@ func (p *Pacer) learnWindow(now time.Time, s Signal, sent time.Time, landed bool
 	if u, lim, ok := p.countOf(s); ok && lim > 0 && u >= lim {
 		l.sawFull = true
 	}
+	if used, _, ok := p.countOf(s); ok && s.Reset >= minReading {
+		l.perCall = max(l.perCall, time.Duration(float64(s.Reset)/max(used, 1)))
+	}
+	if used, _, ok := p.countOf(s); ok && (s.HasReset || s.Reset > 0) && used >= 2 {
+		if hi := time.Duration(float64(s.Reset+instantSlack) / (used - 1)); l.perCallHi == 0 || hi < l.perCallHi {
+			l.perCallHi = hi
+		}
+	}
+	if l.resets && l.wholeSeconds() && p.perCallFits() && !l.pinned && !l.stayedLong && l.period == 0 && !l.fixed {
+		// Resets written to the second, rounded down, every one: the
+		// longest read falls short of the window by up to a second, by
+		// a different amount for each client, and a bucket that
+		// refills faster than its clients first call keeps its resets
+		// short, so that some clients read 1.6 s of a 2 s window and
+		// others 1.9 s, and their shares differ as much. The window is
+		// the round one just above the longest reading (within a
+		// second), the same for every client; neither the own calls
+		// leaving the count nor a refusal move it: the resets read it
+		// (20/2 s bucket, N=4: J 0.88 -> 0.96, with the probe).
+		l.rounded = true
+		p.setWindow(roundUp(l.longest))
+		return
+	}
+	l.rounded = false
 	if b, ok := p.drained(now, s); ok && !l.bucket && !l.tokensFull() && l.period == 0 && !l.fixed && (b <= p.window/4 || !p.othersSeen(now)) && (l.bound == 0 || b < l.bound) {
 		// On a key others use, only a bound far below the window moves
 		// it: a bound comes to each client at its own time, and clients
@@ -362,34 +481,98 @@ func (l *learner) counter() bool {
 	return l.slides >= slidesMin && !l.fixed
 }
 
-// probeEvery is the least time, in windows, between two halvings by
-// probe: the halving restarts the reconstruction of the others' calls,
-// and the estimate of their rate settles again within two of its time
-// constants (smoothing). (A quarter window, longer than that, took the
-// clients of a 20-per-2 s bucket half of a 40 s run to learn the window:
-// utilisation 0.72 at N=4.)
+// probeEvery is the span, in windows, of the slots of the wall clock in
+// which probe may shorten the window once each: the shortening restarts
+// the reconstruction of the others' calls, and the estimate of their rate
+// settles again within two of its time constants (smoothing). (A quarter
+// window, longer than that, took the clients of a 20-per-2 s bucket half
+// of a 40 s run to learn the window: utilisation 0.72 at N=4.)
 const probeEvery = 2 * smoothing
 
-// probe halves the window, at most once every probeEvery, while this
-// client calls at the most the window it believes in allows (L/W), has to
-// wait for it, and the server counts less than a quarter of the limit and
-// fewer calls than this client alone made in that window, with no reset
-// that reads a window: the window is shorter than believed (a
-// bucket refilling faster than the default window assumes keeps itself
-// nearly full, and its resets then read nothing). Every client at its
-// ceiling sees the same low count, so that they shorten alike; once the
-// count rises the resets and the own calls leaving it take over. It must
-// be called with p.mu held.
+// probeShrink is the factor by which probe shortens the window.
+const probeShrink = 4
+
+// probeCeiling is the fraction of the most its window allows (L/W) above
+// which a client's rate counts as at its ceiling for probe.
+const probeCeiling = 0.8
+
+// probe shortens the window by probeShrink, at most once in each slot of
+// probeEvery windows of the wall clock, while this client calls at about
+// the most the window it believes in allows (L/W), has to wait for it, and
+// the server counts less than a quarter of the limit and fewer calls than
+// this client alone made in that window, with no reset that reads a
+// window: the window is shorter than believed (a bucket refilling faster
+// than the default window assumes keeps itself nearly full, and its resets
+// then read nothing). Every client at its ceiling sees the same low count;
+// the slots, read on the clock every client shares, make them shorten
+// together rather than each at its own time, when the first to shorten
+// would take the bucket while the others still wait at the default
+// window's pace. Once the count rises the resets and the own calls
+// leaving it take over. It must be called with p.mu held.
 func (p *Pacer) probe(now time.Time, s Signal) {
 	l := &p.lw
 	used, limit, ok := p.countOf(s)
-	if !ok || limit <= 0 || used >= limit/4 || used+2 > p.own.counted() || l.period > 0 || l.fixed || l.longest >= minReading {
+	if !ok || limit <= 0 || used >= limit/4 || used >= p.own.counted() || l.period > 0 || l.fixed || l.longest >= minReading {
 		return
 	}
-	if p.rate < 0.9*limit/p.window.Seconds() || p.waited().Before(now.Add(-p.window/periods)) || (!l.shortAt.IsZero() && now.Sub(l.shortAt) < time.Duration(probeEvery*float64(p.window))) {
+	if p.rate < probeCeiling*limit/p.window.Seconds() || p.waited().Before(now.Add(-p.window/periods)) {
 		return
 	}
-	l.short, l.shortAt = max(p.window/2, minReading), now
+	if slot := time.Duration(probeEvery * float64(p.window)); slot > 0 && !l.shortAt.IsZero() && now.UnixNano()/int64(slot) <= l.shortAt.UnixNano()/int64(slot) {
+		return
+	}
+	l.short, l.shortAt = max(p.window/probeShrink, minReading), now
+}
+
+// secMatchesMin is how many successive responses must read as a bucket's
+// time to full, to the second, before secondsBucket takes the server for
+// one.
+const secMatchesMin = 8
+
+// secondsBucket recognises a token bucket whose reset, its time to full,
+// is written to the second, rounded down (see wholeSeconds), and too short
+// for bucketLike (a bucket of a window of a few seconds). Such a reset
+// read as r on a count of used whole tokens (rounded up) says the bucket
+// refills a token every W/limit between r/used and (r+1 s)/(used−1): on
+// secMatchesMin successive responses with a count of at least a quarter of
+// the limit, over twice instantSlack at least, those ranges must all
+// overlap. A fixed window's or a counter's reset moves with the clock, not
+// the count (long when the count is low, short when it is high), and the
+// ranges part within a window; a turnover (fixed) cancels the reading for
+// good. It needs no
+// window: a client that joins a busy key reads it as soon as the others
+// do. It must be called with p.mu held, after the reset instant is
+// recorded.
+func (p *Pacer) secondsBucket(now time.Time, s Signal) {
+	l := &p.lw
+	if l.fixed || l.offGrid || l.stayedLong || l.pinned || !l.resets {
+		l.secBucket, l.secMatches = false, 0
+		return
+	}
+	used, limit, ok := p.countOf(s)
+	if !ok || limit <= 0 || used < max(2, limit/4) || !s.HasReset || l.secBucket {
+		return
+	}
+	r := s.Reset.Seconds()
+	lo, hi := r/used, (r+instantSlack.Seconds())/(used-1)
+	// A bucket's instant (now plus the count times the interval) moves
+	// on with the clock from the first response of the run, and by an
+	// interval for every token the count gained since, or back for every
+	// one it lost, to the second; a window's end stays put while its
+	// count rises, then jumps by a window.
+	at := now.Add(s.Reset)
+	moved := (at.Sub(l.secAt) - now.Sub(l.secFrom)).Seconds()
+	dc := used - l.secUsed
+	a, b := dc*min(l.secLo, lo), dc*max(l.secHi, hi)
+	jumped := l.secMatches > 0 && (moved > max(a, b)+instantSlack.Seconds() || moved < min(a, b)-instantSlack.Seconds())
+	if l.secMatches > 0 && lo <= l.secHi && hi >= l.secLo && !jumped {
+		l.secLo, l.secHi = max(l.secLo, lo), min(l.secHi, hi)
+		l.secMatches++
+	} else {
+		l.secLo, l.secHi, l.secMatches = lo, hi, 1
+		l.secFrom, l.secAt, l.secUsed = now, at, used
+	}
+	l.secBucket = l.secMatches >= secMatchesMin && now.Sub(l.secFrom) >= 2*instantSlack
 }
 
 // bucketMatches is how many successive responses, over at least four
@@ -569,7 +752,7 @@ func (p *Pacer) bucketReading(s Signal) time.Duration {
 // Retry-After reads a window). It must be called with p.mu held.
 func (p *Pacer) refused(now time.Time, s Signal) {
 	l := &p.lw
-	if p.winSet || l.period > 0 || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
+	if p.winSet || l.period > 0 || l.rounded || p.window >= p.cfg.window || (!l.bumpedAt.IsZero() && now.Sub(l.bumpedAt) < p.window) {
 		return
 	}
 	if s.RetryAfter <= 0 && (p.heldFull(now) || p.noRetryAfter(s)) {
