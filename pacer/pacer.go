@@ -628,9 +628,12 @@ func (p *Pacer) learn(now time.Time, used float64) {
 // first count named, at most a window after it), the client calls at its
 // share of the headroom left below the target, spread over that time, its
 // share being its calls among those counted since it first saw others;
-// its next call goes at a random point of that gap. When that time is
-// over, it comes back at a random point of the gap its calls in it give,
-// and keeps that rate as its share (the loop takes over from there). A
+// its next call goes at a random point of that gap. The headroom is what
+// the count leaves once the others' calls still to come in the rush are
+// in it (the rate the count rose at, for half a gap of the start rate).
+// When that time is over, it comes back at a random point of the gap its
+// calls in it give, however long after its latest call that is, and
+// keeps that rate as its share (the loop takes over from there). A
 // lone client, and a handful that the loop brings down in time, never
 // reach half the target so fast. Only on a limit above 2·sparseCalls (on
 // a few dozen calls a window the clients' first calls alone take most of
@@ -672,6 +675,18 @@ func (p *Pacer) crowdedStart(now time.Time, used float64) {
 	mine := p.ownAll - p.crowdOwn + float64(p.own.flying)
 	share := math.Min(1, mine/used)
 	head := p.cfg.target*p.limit - used
+	if first {
+		// The count is already old in the crowd's rush: the others
+		// call on at the rate it rose at until their own counts show
+		// them the crowd, each about half a gap of the start rate
+		// away. Read from the count alone, the headroom was shared
+		// out as if nobody called after it, and the count went to the
+		// limit (16 clients, 50 calls in 5 s: the first to see it at
+		// 24 took 2 more calls, the count reached 44 in the rush, and
+		// 12 more calls came before the window turned over; 6 were
+		// refused).
+		head -= (used - p.crowdUsed) / in.Seconds() / p.rate / 2
+	}
 	allowed := math.Max(0, head) / p.crowdEnd.Sub(now).Seconds()
 	if first {
 		p.crowdPhase = p.rng.Float64()
@@ -1028,9 +1043,14 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if p.crowded(now) && p.crowdCap < r {
 		// Held to its share of the headroom until the first calls leave
 		// the window; then at its own point of its gap after that.
+		// Not capped at a window: a client whose latest call went in
+		// the rush at the start comes back more than a window after
+		// it (capped, every client held came back a window after its
+		// latest call, all within the tenth of a second the rush took,
+		// into a window the first one's weight still filled).
 		g := time.Duration(float64(time.Second) / p.crowdCap)
 		end := p.crowdEnd.Sub(p.lastSlot()) + time.Duration(p.crowdPhase*float64(time.Second)/math.Min(r, p.crowdKept()))
-		return min(g, max(end, 0), p.window)
+		return min(g, max(end, 0))
 	}
 	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
 		// A hole below the target (calls leaving the window faster than

@@ -70,7 +70,6 @@ func TestZooGoals(t *testing.T) {
 var zooShortfalls = map[string]float64{
 	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=16 429 ratio":                  0.0625,
 	"sliding log, refused counted; x-delta, RA s; 20/1s; rtt 5ms N=4 churn utilisation":           0.8300,
-	"sliding counter; x-asctime, RA s; 50/5s; rtt 10ms N=16 429 ratio":                            0.0349,
 	"sliding log; x-no reset, RA s; 200/20s; rtt 20ms N=4 churn fairness":                         0.8622,
 	"fixed window (clock); x-epoch s, RA s; 30/3s; rtt 10ms N=16 429 ratio":                       0.0827,
 	"fixed window (clock); x-epoch ms, RA absent; 5/10s; rtt 1ms N=16 429 ratio":                  0.3605,
