@@ -34,58 +34,6 @@ func lateClient(seed uint64, first, rush time.Duration) (*Pacer, int) {
 	return p, accepted
 }
 
-// crowdFixedWindow runs clients clients, each with a Pacer of its own
-// (seeds seed, seed+1, ...), against a clockWindowModel of 30 calls in
-// 3 s from ownT0, starting 1 ms apart, for windows windows; each call is
-// answered 10 ms after it goes. It returns the Pacers and the calls
-// refused in each window.
-func crowdFixedWindow(clients int, seed uint64, windows int) ([]*Pacer, []int) {
-	const rtt = 10 * time.Millisecond
-	const w = 3 * time.Second
-	m := &clockWindowModel{limit: 30, window: w}
-	type client struct {
-		c      *fakeclock.Clock
-		p      *Pacer
-		send   time.Time
-		resp   time.Time
-		answer Signal
-	}
-	cs := make([]*client, clients)
-	ps := make([]*Pacer, clients)
-	for i := range cs {
-		c := fakeclock.New(ownT0)
-		ps[i] = New(WithClock(c), WithSeed(seed+uint64(i)))
-		cs[i] = &client{c: c, p: ps[i], send: ownT0.Add(time.Duration(i) * time.Millisecond)}
-	}
-	refused := make([]int, windows)
-	for {
-		var next *client
-		at, isSend := time.Time{}, false
-		for _, cl := range cs {
-			if !cl.send.IsZero() && (next == nil || cl.send.Before(at)) {
-				next, at, isSend = cl, cl.send, true
-			}
-			if !cl.resp.IsZero() && (next == nil || cl.resp.Before(at)) {
-				next, at, isSend = cl, cl.resp, false
-			}
-		}
-		if !at.Before(ownT0.Add(time.Duration(windows) * w)) {
-			return ps, refused
-		}
-		next.c.Set(at)
-		if isSend {
-			next.answer = m.call(at)
-			if next.answer.Throttled {
-				refused[at.Sub(ownT0)/w]++
-			}
-			next.send, next.resp = time.Time{}, at.Add(rtt)
-			continue
-		}
-		next.p.Observe(next.answer)
-		next.resp, next.send = time.Time{}, at.Add(next.p.Reserve())
-	}
-}
-
 // TestLateOnceAWindowClientLearnsFixed: a client of a 30-call fixed
 // window of 3 s whose others fill every window 0.3 s after it begins, its
 // first call at 2.4 s. Every count it saw was at the limit: it never saw
@@ -120,7 +68,7 @@ func TestLateOnceAWindowClientLearnsFixed(t *testing.T) {
 func TestTurnoverHoldIsNoRateWait(t *testing.T) {
 	refused := 0
 	for seed := uint64(1); seed <= 24; seed++ {
-		_, ref := crowdFixedWindow(16, seed*100, 20)
+		_, ref := crowdRun(&clockWindowModel{limit: 30, window: 3 * time.Second}, 3*time.Second, 20, 16, seed*100)
 		for _, n := range ref[2:] {
 			refused += n
 		}
