@@ -1012,8 +1012,12 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if p.probeArmed(now) {
-		// A burst to read the window from (see probe).
+	if p.probeArmed(now) && p.pr.sent+p.queue.len() < p.probeCalls() {
+		// A burst to read the window from (see probe): its calls
+		// only. A caller waiting in Wait is booked when its slot
+		// comes, so that the callers already queued count against the
+		// burst too; else every caller that queued before the burst
+		// went would get no gap, and all go at once.
 		return 0
 	}
 	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
