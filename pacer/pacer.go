@@ -1033,7 +1033,15 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		// Held to its share of the headroom until the first calls leave
 		// the window; then at its own point of its gap after that.
 		g := time.Duration(float64(time.Second) / p.crowdCap)
-		end := p.crowdEnd.Sub(p.lastSlot()) + time.Duration(p.crowdPhase*float64(time.Second)/math.Min(r, p.crowdKept()))
+		kept := time.Duration(float64(time.Second) / math.Min(r, p.crowdKept()))
+		last := p.lastSlot()
+		if !last.Before(p.crowdEnd) {
+			// A slot booked ahead is already past the crowd's
+			// window: the next is a gap of the rate it keeps after
+			// it, not at once.
+			return min(kept, p.window)
+		}
+		end := p.crowdEnd.Sub(last) + time.Duration(p.crowdPhase*float64(kept))
 		return min(g, max(end, 0), p.window)
 	}
 	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
@@ -1062,8 +1070,11 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			// Not one more call before they leave: go at a random
 			// point of this client's fair gap after that, so that the
 			// clients held together do not all call then.
+			// The fair gap, like the rate's, is a window at most:
+			// a share made tiny by a count far above the limit
+			// gave hours, or overflowed to a negative gap.
 			share := p.rate / (p.rate + p.othersRate())
-			fair := p.window.Seconds() / (share * p.cfg.target * p.limit)
+			fair := math.Min(p.window.Seconds()/(share*p.cfg.target*p.limit), p.window.Seconds())
 			return left + time.Duration(p.rng.Float64()*fair*float64(time.Second))
 		}
 		return min(time.Duration(float64(time.Second)/c), left)
