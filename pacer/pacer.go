@@ -1027,8 +1027,12 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if !ok || p.rate <= 0 {
 		return 0
 	}
-	if p.probeArmed(now) {
-		// A burst to read the window from (see probe).
+	if p.probeArmed(now) && p.pr.sent+p.queue.len() < p.probeCalls() {
+		// A burst to read the window from (see probe): its calls
+		// only. A caller waiting in Wait is booked when its slot
+		// comes, so that the callers already queued count against the
+		// burst too; else every caller that queued before the burst
+		// went would get no gap, and all go at once.
 		return 0
 	}
 	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
@@ -1049,7 +1053,15 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		// latest call, all within the tenth of a second the rush took,
 		// into a window the first one's weight still filled).
 		g := time.Duration(float64(time.Second) / p.crowdCap)
-		end := p.crowdEnd.Sub(p.lastSlot()) + time.Duration(p.crowdPhase*float64(time.Second)/math.Min(r, p.crowdKept()))
+		kept := time.Duration(float64(time.Second) / math.Min(r, p.crowdKept()))
+		last := p.lastSlot()
+		if !last.Before(p.crowdEnd) {
+			// A slot booked ahead is already past the crowd's
+			// window: the next is a gap of the rate it keeps after
+			// it, not at once.
+			return min(kept, p.window)
+		}
+		end := p.crowdEnd.Sub(last) + time.Duration(p.crowdPhase*float64(kept))
 		return min(g, max(end, 0))
 	}
 	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
@@ -1078,8 +1090,11 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 			// Not one more call before they leave: go at a random
 			// point of this client's fair gap after that, so that the
 			// clients held together do not all call then.
+			// The fair gap, like the rate's, is a window at most:
+			// a share made tiny by a count far above the limit
+			// gave hours, or overflowed to a negative gap.
 			share := p.rate / (p.rate + p.othersRate())
-			fair := p.window.Seconds() / (share * p.cfg.target * p.limit)
+			fair := math.Min(p.window.Seconds()/(share*p.cfg.target*p.limit), p.window.Seconds())
 			return left + time.Duration(p.rng.Float64()*fair*float64(time.Second))
 		}
 		return min(time.Duration(float64(time.Second)/c), left)

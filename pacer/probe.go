@@ -71,6 +71,15 @@ func probeSize(limit float64) int {
 	return max(probeCalls, int(math.Ceil(probeShare*limit)))
 }
 
+// probeCalls is the size of the burst: set when it starts, else what the
+// limit gives.
+func (p *Pacer) probeCalls() int {
+	if p.pr.sent > 0 {
+		return p.pr.calls
+	}
+	return probeSize(p.limit)
+}
+
 // isRound reports whether d is within a tenth of one of roundWindows.
 func isRound(d time.Duration) bool {
 	for _, r := range roundWindows {
