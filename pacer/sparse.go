@@ -432,8 +432,8 @@ func (p *Pacer) sparseWait(now time.Time) {
 // its first count, though: a client that joins a busy key as the window
 // turns over is counted alone before anybody else could call, and the
 // others are about to fill the window; it calls next at a random point
-// of the regular span of the next window, where the count tells. It
-// returns false when the rule does not apply (see sparseWait for a count that
+// of the regular span of the next window, where the count tells. Calls
+// booked at once go one a window. It returns false when the rule does not apply (see sparseWait for a count that
 // showed others). It must be called with p.mu held.
 func (p *Pacer) sparseFirst(now time.Time) (time.Time, bool) {
 	l := &p.lw
@@ -444,7 +444,15 @@ func (p *Pacer) sparseFirst(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if p.used >= p.limit || p.own.flying > 0 || p.ahead.len() > 0 || p.counts <= 1 {
-		return p.randomIn(l.instant, l.instant.Add(time.Duration(regularSpan*float64(p.window)))), true
+		start := l.instant
+		if last := p.lastSlot(); !last.Before(start) {
+			// Callers booking at once (Reserve, or Wait, from several
+			// goroutines): the next window already holds a call, so
+			// this one goes in the window after the latest booked, one
+			// a window until a count tells more.
+			start = start.Add((last.Sub(start)/p.window + 1) * p.window)
+		}
+		return p.randomIn(start, start.Add(time.Duration(regularSpan*float64(p.window)))), true
 	}
 	return latest(now, l.instant.Add(-time.Duration((1-regularSpan)*float64(p.window)))), true
 }

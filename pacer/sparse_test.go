@@ -382,3 +382,33 @@ func TestSmallFixedWindowFirstCountSetsPeriod(t *testing.T) {
 		t.Fatalf("first count of the plan 5 of 5, a third of the regular span in: period %d; want 4", p.sp.period)
 	}
 }
+
+// TestSparseFirstConcurrentOneAWindow: a lone client of a 5-per-10 s fixed
+// window (resets exact, no Retry-After) that has called a few times, then
+// has twenty callers book at once (concurrent Reserve calls). sparseFirst
+// handed each a random point of the next window's regular span,
+// independently, past the barrier and the gap (slotLocked uses its slot
+// as it is): twenty calls in windows of five, fifteen refused. Now they go
+// one a window.
+func TestSparseFirstConcurrentOneAWindow(t *testing.T) {
+	c := fakeclock.New(ownT0)
+	p := New(WithClock(c), WithSeed(1))
+	m := &fixedModel{limit: 5, window: 10 * time.Second}
+	for i := 0; i < 3; i++ {
+		c.Advance(p.Reserve())
+		p.Observe(m.call(c.Now()))
+		c.Advance(100 * time.Millisecond)
+	}
+	perWindow := map[time.Time]int{}
+	var ds []time.Duration
+	for i := 0; i < 20; i++ {
+		d := p.Reserve()
+		ds = append(ds, d)
+		perWindow[c.Now().Add(d).Truncate(10*time.Second)]++
+	}
+	for w, n := range perWindow {
+		if n > 5 {
+			t.Errorf("%d of 20 calls booked at once fall in the fixed window from %v, of 5 calls: %v", n, w.Sub(ownT0), ds)
+		}
+	}
+}
