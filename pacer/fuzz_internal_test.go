@@ -74,6 +74,7 @@ func FuzzObserve(f *testing.F) {
 		c := fakeclock.New(t0)
 		p := New(WithClock(c), WithSeed(1))
 		var retryEnd time.Time // the end of the latest Retry-After told
+		var booked []time.Time // the slots booked since the latest response
 		var story []string
 		for i := 0; i < fuzzSteps && len(in) > 0; i++ {
 			switch in.byte() % 3 {
@@ -107,6 +108,7 @@ func FuzzObserve(f *testing.F) {
 				story = append(story, fmt.Sprintf("observe %+v", s))
 				now := p.now()
 				p.Observe(s)
+				booked = booked[:0]
 				if ra := s.clean().RetryAfter; ra > 0 && now.Add(ra).After(retryEnd) {
 					retryEnd = now.Add(ra)
 				}
@@ -135,10 +137,36 @@ func FuzzObserve(f *testing.F) {
 				if far := now.Add(d).Sub(before); far > bound {
 					t.Fatalf("Reserve() = %v: %v beyond the hold and the slots before after\n%v", d, far, story)
 				}
+				booked = append(booked, now.Add(d))
+				p.mu.Lock()
+				limit, window := p.limit, p.window
+				p.mu.Unlock()
+				// Booked blind, with no count back, the rate may
+				// overshoot the limit a little; twice it is calls
+				// collapsing onto one point.
+				if n := mostWithin(booked, window); limit >= 1 && float64(n) > max(2*limit, limit+1) {
+					t.Fatalf("%d of the %d slots booked since the latest response fall within a window of %v, of a limit of %v, after\n%v", n, len(booked), window, limit, story)
+				}
 			}
 			checkSane(t, p, story)
 		}
 	})
+}
+
+// mostWithin returns the most of slots that fall within one span of w
+// (half open).
+func mostWithin(slots []time.Time, w time.Duration) int {
+	most := 0
+	for _, a := range slots {
+		n := 0
+		for _, b := range slots {
+			if !b.Before(a) && b.Sub(a) < w {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // checkSane fails t if p's state is not finite, positive where it must be,

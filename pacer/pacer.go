@@ -987,7 +987,8 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	}
 	age := t.Sub(p.obsAt)
 	if age >= p.window {
-		return 0, true
+		// Only this client's calls since, the ones it has booked.
+		return float64(p.inFlight(t)), true
 	}
 	u := p.used + float64(p.inFlight(t))
 	if p.lw.bucket && age > 0 {
@@ -1024,7 +1025,13 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		return 0
 	}
 	u, ok := p.predictedUsed(now)
-	if !ok || p.rate <= 0 {
+	if !ok {
+		// A limit but no count (a server that sends only its limit, or
+		// a refusal without one): nothing tells how much of the window
+		// is left, so the limit is spread over it, a window at most.
+		return min(time.Duration(float64(p.window)/(p.cfg.target*p.limit)), p.window)
+	}
+	if p.rate <= 0 {
 		return 0
 	}
 	if p.probeArmed(now) && p.pr.sent+p.queue.len() < p.probeCalls() {
@@ -1035,7 +1042,10 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		// went would get no gap, and all go at once.
 		return 0
 	}
-	if u < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
+	// Calls booked past now (callers booking at once, or a hold pushing
+	// them there) are not in u: they are the burst's and the hole's too.
+	ahead := float64(p.ahead.len() + p.queue.len() - until(&p.ahead, now) - p.queue.countUntil(now))
+	if u+ahead < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
 		// else's, nor was within the last two windows (a fixed window
 		// that just turned over looks idle). Clients that start together
@@ -1064,7 +1074,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		end := p.crowdEnd.Sub(last) + time.Duration(p.crowdPhase*float64(kept))
 		return min(g, max(end, 0))
 	}
-	if hole := p.cfg.target*p.limit - u + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
+	if hole := p.cfg.target*p.limit - u - ahead + p.expiring(now, lookahead); hole > 0 && !p.lw.bucket && !p.crowded(now) {
 		// A hole below the target (calls leaving the window faster than
 		// they come, as after a burst or a limit drop), counting the
 		// calls that will leave it within the look-ahead: fill it within

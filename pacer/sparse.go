@@ -265,8 +265,15 @@ func (p *Pacer) sparseSlot(now time.Time) time.Time {
 			return at
 		}
 	}
+	// The next window of this client's that ends after from and holds
+	// no regular call booked yet (callers booking at once).
 	e := sp.end.Add(p.window)
-	for i := 0; i < ownBuckets && (!p.sparseMine(e) || !e.After(from)); i++ {
+	if from.After(e) {
+		// A slot booked far ahead (behind a long hold): the windows
+		// from the one it is in, on the same grid.
+		e = e.Add(from.Sub(e) / p.window * p.window)
+	}
+	for i := 0; i < ownBuckets && (!p.sparseMine(e) || !e.After(from) || p.sameWindow(sp.booked, e)); i++ {
 		e = e.Add(p.window)
 	}
 	s := e.Add(-p.window)
