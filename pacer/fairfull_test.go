@@ -162,29 +162,11 @@ func TestNewcomerAtTurnoverHeldSooner(t *testing.T) {
 // part of the one before, so that it comes before the window is full (16
 // times; the Retry-After's jitter still sends it late most of the time).
 func TestRefusedAtItsPointComesEarlier(t *testing.T) {
-	const rtt = 10 * time.Millisecond
-	const w = 3 * time.Second
-	const rush = 300 * time.Millisecond
 	accepted := 0
 	for seed := uint64(1); seed <= 8; seed++ {
-		m := &clockWindowModel{limit: 30, window: w}
-		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(seed))
-		for at := ownT0; at.Before(ownT0.Add(60 * w)); {
-			if !at.Before(ownT0.Add(3*w)) && at.Sub(ownT0)%w >= rush {
-				// From window 3 on, the others fill the window
-				// at 0.3 s.
-				m.call(at)
-				m.used = m.limit
-			}
-			s := m.call(at)
-			if !s.Throttled && !at.Before(ownT0.Add(10*w)) {
-				accepted++
-			}
-			c.Set(at.Add(rtt))
-			p.Observe(s)
-			at = at.Add(rtt + p.Reserve())
-		}
+		// From window 3 on, the others fill the window at 0.3 s.
+		_, n := amongFillers(seed, 0, 300*time.Millisecond, 3, 10)
+		accepted += n
 	}
 	if accepted < 8 {
 		t.Errorf("over windows 10 to 59 and eight seeds, the client got in %d times; want at least 8", accepted)

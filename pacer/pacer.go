@@ -973,6 +973,12 @@ func (p *Pacer) inFlight(t time.Time) int {
 	return int(p.own.flying) + until(&p.ahead, t) + p.queue.countUntil(t)
 }
 
+// bookedAfter is the calls this client has booked for after t, which
+// inFlight(t) does not count yet.
+func (p *Pacer) bookedAfter(t time.Time) int {
+	return p.ahead.len() - until(&p.ahead, t) + p.queue.len() - p.queue.countUntil(t)
+}
+
 // predictedUsed is the shared count the server would report at t: the
 // last report, plus this client's calls since, plus the others' calls at
 // their estimated rate, minus the calls that left the window since (the
@@ -1044,7 +1050,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	}
 	// Calls booked past now (callers booking at once, or a hold pushing
 	// them there) are not in u: they are the burst's and the hole's too.
-	ahead := float64(p.ahead.len() + p.queue.len() - until(&p.ahead, now) - p.queue.countUntil(now))
+	ahead := float64(p.bookedAfter(now))
 	if u+ahead < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
 		// else's, nor was within the last two windows (a fixed window

@@ -12,6 +12,15 @@ import (
 // call of the client going at first. It returns the Pacer and the calls
 // accepted in windows 20 to 59.
 func lateClient(seed uint64, first, rush time.Duration) (*Pacer, int) {
+	return amongFillers(seed, first, rush, 0, 20)
+}
+
+// amongFillers runs one client, its first call at first, against a
+// clockWindowModel of 30 calls in 3 s whose other clients fill every
+// window from window fillFrom on, rush after it begins, for 60 windows;
+// each call is answered 10 ms after it goes. It returns the Pacer and the
+// calls accepted from window countFrom on.
+func amongFillers(seed uint64, first, rush time.Duration, fillFrom, countFrom int) (*Pacer, int) {
 	const rtt = 10 * time.Millisecond
 	const w = 3 * time.Second
 	m := &clockWindowModel{limit: 30, window: w}
@@ -19,12 +28,12 @@ func lateClient(seed uint64, first, rush time.Duration) (*Pacer, int) {
 	p := New(WithClock(c), WithSeed(seed))
 	accepted := 0
 	for at := ownT0.Add(first); at.Before(ownT0.Add(60 * w)); {
-		if at.Sub(ownT0)%w >= rush {
+		if !at.Before(ownT0.Add(time.Duration(fillFrom)*w)) && at.Sub(ownT0)%w >= rush {
 			m.call(at)
 			m.used = m.limit
 		}
 		s := m.call(at)
-		if !s.Throttled && !at.Before(ownT0.Add(20*w)) {
+		if !s.Throttled && !at.Before(ownT0.Add(time.Duration(countFrom)*w)) {
 			accepted++
 		}
 		c.Set(at.Add(rtt))
