@@ -46,7 +46,7 @@ type BurstSlotState struct {
 // ceiling rejection (st.Count >= ceiling) from a budget one. A state never
 // assessed (zero LastAssessed) starts with a full budget, so now must not be
 // the zero time.Time. The arguments are not validated here: see
-// ValidateSlotBurst.
+// driver.ValidateSlotBurst.
 func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl time.Duration, now time.Time) bool {
 	if st.LastAssessed.IsZero() {
 		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}

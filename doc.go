@@ -25,13 +25,13 @@
 //
 // # For Store implementers
 //
-// [Bucket] is the token-bucket arithmetic every backend decides with
-// ([TakeAll], [RemainingAll] and [RefundAll] apply several shapes at once,
-// with [Grant] and [Receipt]), and [Buckets] a sharded table of buckets in
+// [driver.Shape] is the token-bucket arithmetic every backend decides with
+// ([driver.TakeAll], [driver.RemainingAll] and [driver.RefundAll] apply several shapes at once,
+// with [driver.Grant] and [driver.Receipt]), and [Buckets] a sharded table of buckets in
 // memory. [BurstSlotState], [AdmitBurst], [RefreshBurst] and [ReleaseBurst]
-// (over [BurstRefillWindow]) are the burst arithmetic. [ValidateKey],
-// [ValidateSet], [ValidateRefresh], [ValidateTokenBucket], [ValidateSlot],
-// [ValidateSlotBurst], [ValidateTake] and [ValidateTakeMany] check the
+// (over [BurstRefillWindow]) are the burst arithmetic. [driver.ValidateKey],
+// [driver.ValidateSet], [driver.ValidateRefresh], [driver.ValidateTokenBucket], [driver.ValidateSlot],
+// [driver.ValidateSlotBurst], [driver.ValidateTake] and [driver.ValidateTakeMany] check the
 // arguments of each Store method, so that every implementation rejects the
 // same calls with the same errors. Package storetest checks an
 // implementation against the contract (docs/store.md).

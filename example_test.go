@@ -73,24 +73,6 @@ func ExampleReservation_Return() {
 	// Output: 0
 }
 
-// Bucket is the arithmetic every backend shares: pure functions of an
-// arrival time and a now.
-func ExampleBucket() {
-	b, _ := pace.NewBucket(10, 5, 4) // 10 tokens, 5 per second, 4 per take
-	var tat time.Duration            // zero: a full bucket at time zero
-	for i := range 3 {
-		next, wait, ok := b.Take(tat, 0)
-		fmt.Println(i, ok, wait)
-		if ok {
-			tat = next
-		}
-	}
-	// Output:
-	// 0 true 0s
-	// 1 true 0s
-	// 2 false 400ms
-}
-
 // Two replicas share one pace per key through a Store (here a memory store
 // standing in for Redis or PostgreSQL): a forger's reservations, returned,
 // spend nothing; a refusal is then answered by the replica's local tier

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // FailurePolicy is the decision a Store wrapped by WithFailurePolicy makes,
@@ -114,14 +116,28 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if cfg.retryAfter <= 0 {
 		return nil, invalid("fail-closed retryAfter %v must be above zero", cfg.retryAfter)
 	}
-	return &failureStore{
+	f := &failureStore{
 		s:          s,
 		open:       policy == FailOpen,
 		timeout:    timeout,
 		retryAfter: cfg.retryAfter,
 		hook:       cfg.hook,
-	}, nil
+	}
+	if t, ok := s.(driver.Taker); ok {
+		return &failureTaker{f, t}, nil
+	}
+	return f, nil
 }
+
+// failureTaker is the Store returned by WithFailurePolicy for a store that
+// also implements driver.Taker: it has the take methods too, under the same
+// policy.
+type failureTaker struct {
+	*failureStore
+	t driver.Taker
+}
+
+var _ driver.Taker = (*failureTaker)(nil)
 
 // failureStore is the Store returned by WithFailurePolicy.
 type failureStore struct {
@@ -170,7 +186,7 @@ func (f *failureStore) TokenBucket(ctx context.Context, key string, capacity, re
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if _, err := ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
+	if _, err := driver.ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
 		return false, 0, err
 	}
 	bctx, cancel := f.bound(ctx)
@@ -191,7 +207,7 @@ func (f *failureStore) AcquireSlot(ctx context.Context, key string, limit int64,
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if err := ValidateSlot(key, limit, ttl); err != nil {
+	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
 	bctx, cancel := f.bound(ctx)
@@ -212,7 +228,7 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if err := ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
 	bctx, cancel := f.bound(ctx)
@@ -275,9 +291,9 @@ func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl ti
 // Take forwards to the backend within the timeout, and returns its error
 // unchanged: a caller of Take (Shared) has its own fallback, so the policy
 // decides nothing in its place.
-func (f *failureStore) Take(ctx context.Context, key string, shapes []Bucket) (g Grant, err error) {
+func (f *failureTaker) Take(ctx context.Context, key string, shapes []driver.Shape) (g driver.Grant, err error) {
 	err = f.forward(ctx, func(ctx context.Context) error {
-		g, err = f.s.Take(ctx, key, shapes)
+		g, err = f.t.Take(ctx, key, shapes)
 		return err
 	})
 	return g, err
@@ -285,13 +301,13 @@ func (f *failureStore) Take(ctx context.Context, key string, shapes []Bucket) (g
 
 // TakeMany forwards to the backend within the timeout, and returns its error
 // unchanged, as Take does.
-func (f *failureStore) TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error {
-	return f.forward(ctx, func(ctx context.Context) error { return f.s.TakeMany(ctx, keys, shapes, out) })
+func (f *failureTaker) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
+	return f.forward(ctx, func(ctx context.Context) error { return f.t.TakeMany(ctx, keys, shapes, out) })
 }
 
 // Refund forwards to the backend within the timeout.
-func (f *failureStore) Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error {
-	return f.forward(ctx, func(ctx context.Context) error { return f.s.Refund(ctx, key, shapes, r) })
+func (f *failureTaker) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
+	return f.forward(ctx, func(ctx context.Context) error { return f.t.Refund(ctx, key, shapes, r) })
 }
 
 // Delete forwards to the backend within the timeout.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -84,20 +85,20 @@ func (s *failingStore) Set(ctx context.Context, key string, value []byte, ttl ti
 	return s.err
 }
 
-func (s *failingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *failingStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	s.calls.Add(1)
 	if s.err != nil {
-		return pace.Grant{}, s.err
+		return driver.Grant{}, s.err
 	}
-	return pace.Grant{OK: true, Remaining: 3}, nil
+	return driver.Grant{OK: true, Remaining: 3}, nil
 }
 
-func (s *failingStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *failingStore) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *failingStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s *failingStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	s.calls.Add(1)
 	return s.err
 }
@@ -144,8 +145,8 @@ func (s *hangingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return nil, s.wait(ctx)
 }
 
-func (s *hangingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
-	return pace.Grant{}, s.wait(ctx)
+func (s *hangingStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
+	return driver.Grant{}, s.wait(ctx)
 }
 
 // hookCall is one call of a FailureHook.
@@ -407,7 +408,7 @@ func TestFailurePolicyTimeout(t *testing.T) {
 			t.Errorf("%v: Get reached the backend without a deadline", p)
 		}
 		// Take too: Shared, its caller, has its own fallback.
-		if g, err := s.Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
+		if g, err := s.(driver.Taker).Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%v: Take on a hung backend = %+v, %v; want not OK, context.DeadlineExceeded", p, g, err)
 		}
 		if d := <-deadlines; d.IsZero() {
@@ -444,14 +445,14 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 		backend := &failingStore{err: errBackendDown}
 		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
 		_, getErr := s.Get(ctx, "k")
-		g, takeErr := s.Take(ctx, "k", nil)
-		if g != (pace.Grant{}) {
+		g, takeErr := s.(driver.Taker).Take(ctx, "k", nil)
+		if g != (driver.Grant{}) {
 			t.Errorf("%v: Take on a failing backend = %+v; want the zero Grant", p, g)
 		}
 		for name, err := range map[string]error{
 			"Take":             takeErr,
-			"TakeMany":         s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)),
-			"Refund":           s.Refund(ctx, "k", nil, pace.Receipt{}),
+			"TakeMany":         s.(driver.Taker).TakeMany(ctx, []string{"k"}, nil, make([]driver.Grant, 1)),
+			"Refund":           s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{}),
 			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
 			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
 			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
@@ -496,13 +497,13 @@ func TestFailurePolicyClose(t *testing.T) {
 	if err := s.ReleaseSlot(ctx, "k"); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("ReleaseSlot after Close = %v; want ErrClosed", err)
 	}
-	if _, err := s.Take(ctx, "k", nil); !errors.Is(err, pace.ErrClosed) {
+	if _, err := s.(driver.Taker).Take(ctx, "k", nil); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("Take after Close = %v; want ErrClosed", err)
 	}
-	if err := s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)); !errors.Is(err, pace.ErrClosed) {
+	if err := s.(driver.Taker).TakeMany(ctx, []string{"k"}, nil, make([]driver.Grant, 1)); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("TakeMany after Close = %v; want ErrClosed", err)
 	}
-	if err := s.Refund(ctx, "k", nil, pace.Receipt{}); !errors.Is(err, pace.ErrClosed) {
+	if err := s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{}); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("Refund after Close = %v; want ErrClosed", err)
 	}
 	if n := backend.calls.Load() - before; n != 0 {
@@ -555,11 +556,17 @@ func TestFailurePolicyContract(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) pace.Store {
 			return mustFailurePolicy(t, memory.New(), pace.FailOpen, time.Minute)
 		})
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+			return mustFailurePolicy(t, memory.New(), pace.FailOpen, time.Minute).(storetest.TakeStore)
+		})
 	})
 	t.Run("FailClosedFakeClock", func(t *testing.T) {
 		clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		storetest.Run(t, func(t *testing.T) pace.Store {
 			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0)
+		}, storetest.WithClock(clk.Advance))
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0).(storetest.TakeStore)
 		}, storetest.WithClock(clk.Advance))
 	})
 }

@@ -3,6 +3,8 @@ package pace
 import (
 	"math"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Pace is a keyed pace: at most N events per second for each key, with a
@@ -22,7 +24,7 @@ import (
 // goroutines. The long story is in docs/pace.md.
 type Pace struct {
 	t   Buckets
-	b   Bucket
+	b   driver.Shape
 	obs Observer
 }
 
@@ -50,11 +52,11 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 
 // paceShape returns the bucket of a pace of perSecond events per second: one
 // second of the pace, at least one event. See New for the rules.
-func paceShape(perSecond float64) (Bucket, error) {
+func paceShape(perSecond float64) (driver.Shape, error) {
 	if !finitePositive(perSecond) || perSecond > MaxRate {
-		return Bucket{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
+		return driver.Shape{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
 	}
-	return NewBucket(math.Max(1, perSecond), perSecond, 1)
+	return driver.NewShape(math.Max(1, perSecond), perSecond, 1)
 }
 
 // Reserve debits one event from key's bucket and reports, in the returned
@@ -94,9 +96,9 @@ func (p *Pace) Allow(key string) bool {
 // cannot be given back, and is not reported to the Observer.
 func (p *Pace) Debit(key string) bool {
 	now := p.t.now()
-	debt := Bucket{interval: p.b.interval, tolerance: maxTolerance}
+	debt := driver.ShapeOf(p.b.Interval(), driver.MaxTolerance)
 	tat, _, _, ok := p.t.take(p.t.hash(key), debt, now)
-	return ok && time.Duration(tat-now) <= p.b.tolerance
+	return ok && time.Duration(tat-now) <= p.b.Tolerance()
 }
 
 // Peek reports whether one event would fit key's bucket now, without
@@ -121,11 +123,11 @@ func (p *Pace) Len() int { return p.t.Len() }
 // every ceil(1e9/perSecond) nanoseconds, which is the perSecond given to New
 // up to that rounding (never faster; at paces near MaxRate the rounding is
 // large: 3e8 is enforced as 2.5e8).
-func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interval) }
+func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.Interval()) }
 
 // Burst reports the capacity of each key's bucket in whole events:
 // max(1, rate × 1s), rounded down.
-func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
+func (p *Pace) Burst() int { return int(p.b.Tolerance() / p.b.Interval()) }
 
 // Reservation is the outcome of Pace.Reserve: a small value that does not
 // allocate. Its methods are not safe for concurrent use on the same variable.
@@ -179,7 +181,7 @@ func (r *Reservation) Remaining() int {
 // this reservation's to give back. Whatever the order and timing of returns,
 // the events kept never exceed the pace in any window; when another
 // reservation of the same shard was returned out of order since this one was
-// made, a late Return may give back less than exactly (see Bucket.Refund).
+// made, a late Return may give back less than exactly (see driver.Shape.Refund).
 // It never lifts the bucket above full. It does nothing on a refused
 // reservation, on the zero Reservation, or when called a second time on the
 // same variable.

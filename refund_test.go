@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // kept is an independent check of the promise "never over pace": it knows
@@ -221,7 +222,7 @@ func copyOf(r *pace.Reservation) *pace.Reservation {
 // TestZeroBucketRefuses: the zero Bucket admits nothing, through Take and
 // through a table.
 func TestZeroBucketRefuses(t *testing.T) {
-	var z pace.Bucket
+	var z driver.Shape
 	if _, wait, ok := z.Take(0, 0); ok || wait <= 0 {
 		t.Fatalf("Bucket{}.Take = %v, %v; want refused with a wait", ok, wait)
 	}
@@ -230,7 +231,7 @@ func TestZeroBucketRefuses(t *testing.T) {
 	}
 	tab := pace.NewBuckets()
 	for range 1000 {
-		if ok, _ := tab.Take("k", pace.Bucket{}); ok {
+		if ok, _ := tab.Take("k", driver.Shape{}); ok {
 			t.Fatal("Buckets.Take with the zero Bucket admitted")
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Shared is Pace's keyed pace kept in a Store, so that every process using
@@ -24,8 +26,8 @@ import (
 // Shared must be created with NewShared. It is safe for concurrent use by
 // multiple goroutines. The long story is in docs/replicas.md.
 type Shared struct {
-	s      Store
-	shapes []Bucket
+	s      driver.Taker
+	shapes []driver.Shape
 	local  Buckets // the local tier: refusals remembered until their retry-after
 	obs    SharedObserver
 
@@ -45,7 +47,7 @@ const defaultRoundTrips = 2
 type SharedOption func(*sharedConfig)
 
 type sharedConfig struct {
-	shapes     []Bucket
+	shapes     []driver.Shape
 	fb         *Pace
 	fbTimeout  time.Duration
 	fbSet      bool
@@ -60,8 +62,8 @@ type sharedConfig struct {
 // time.Hour) beside a pace of 20 per second admits bursts of 20 and at most
 // 1000 in any hour (plus one hour's refill per hour of course). A take must
 // fit every limit, and a refusal by one debits none. n must be a positive
-// finite number and period above zero, and the shape valid for NewBucket;
-// with the pace, at most MaxShapes limits in all. Otherwise NewShared
+// finite number and period above zero, and the shape valid for driver.NewShape;
+// with the pace, at most driver.MaxShapes limits in all. Otherwise NewShared
 // returns an error wrapping ErrInvalidArgument.
 func WithLimit(n float64, period time.Duration) SharedOption {
 	return func(c *sharedConfig) {
@@ -69,7 +71,7 @@ func WithLimit(n float64, period time.Duration) SharedOption {
 			c.fail(invalid("limit of %v per %v is not a positive finite number per positive period", n, period))
 			return
 		}
-		b, err := NewBucket(max(1, n), n/period.Seconds(), 1)
+		b, err := driver.NewShape(max(1, n), n/period.Seconds(), 1)
 		if err != nil {
 			c.fail(err)
 			return
@@ -199,7 +201,7 @@ type SharedObserver interface {
 // perSecond must be a positive finite number no larger than MaxRate; s must
 // not be nil; invalid options are reported too. The error then wraps
 // ErrInvalidArgument.
-func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error) {
+func NewShared(s driver.Taker, perSecond float64, opts ...SharedOption) (*Shared, error) {
 	if s == nil {
 		return nil, invalid("nil store")
 	}
@@ -216,12 +218,12 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	if n := 1 + len(cfg.shapes); n > MaxShapes {
-		return nil, invalid("%d limits exceed MaxShapes (%d)", n, MaxShapes)
+	if n := 1 + len(cfg.shapes); n > driver.MaxShapes {
+		return nil, invalid("%d limits exceed MaxShapes (%d)", n, driver.MaxShapes)
 	}
 	p := &Shared{
 		s:         s,
-		shapes:    append([]Bucket{first}, cfg.shapes...),
+		shapes:    append([]driver.Shape{first}, cfg.shapes...),
 		obs:       cfg.observer,
 		fb:        cfg.fb,
 		fbTimeout: cfg.fbTimeout,
@@ -241,7 +243,7 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // nothing, and reports in the returned SharedReservation whether it fitted,
 // and if not when it will. A refused reservation debits nothing.
 //
-// key must be non-empty and at most MaxKeyLen bytes, else the error wraps
+// key must be non-empty and at most driver.MaxKeyLen bytes, else the error wraps
 // ErrInvalidArgument (and never contains the key). A store error is returned
 // as it is, unless WithFallback was given, in which case the fallback
 // decides. When ctx ends while the decision waits for its round trip, Reserve
@@ -253,7 +255,7 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // in the caller whose goroutine made the round trip; the other decisions of
 // that round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return SharedReservation{}, err
 	}
 	h := p.local.hash(key)
@@ -285,7 +287,7 @@ func (p *Shared) Allow(ctx context.Context, key string) (bool, error) {
 
 // Shapes returns a copy of the limits every key has, the pace of NewShared
 // first, then those of WithLimit in order: for RateLimit-Policy headers.
-func (p *Shared) Shapes() []Bucket { return append([]Bucket(nil), p.shapes...) }
+func (p *Shared) Shapes() []driver.Shape { return append([]driver.Shape(nil), p.shapes...) }
 
 // Len reports the rows of the local tier: keys refused within the last
 // horizon whose refusal had not expired when last looked at.
@@ -314,7 +316,7 @@ type decision struct {
 	via  SharedPath
 	// r is the store's receipt; for the fallback, At and Gen are the
 	// fallback's clock reading and reorder count at its take.
-	r Receipt
+	r driver.Receipt
 }
 
 // OK reports whether the event was admitted (and debited).
@@ -377,7 +379,7 @@ func (r *SharedReservation) Return(ctx context.Context) error {
 // heldShape is the bucket through which the local tier reads a row: a row's
 // value is the local clock reading until which its key is refused, and this
 // shape refuses exactly while that is after now, with that wait.
-var heldShape = Bucket{interval: 1, tolerance: 1}
+var heldShape = driver.ShapeOf(1, 1)
 
 // held reports whether the local tier refuses the key hashed to h at now,
 // and for how long.
@@ -397,17 +399,17 @@ func (p *Shared) hold(h uint64, now, wait int64) {
 	if wait <= 0 {
 		return
 	}
-	b := Bucket{interval: time.Duration(wait), tolerance: time.Duration(wait)}
+	b := driver.ShapeOf(time.Duration(wait), time.Duration(wait))
 	p.local.widen(b) // a wait beyond the shapes' (a fail-closed policy's, say)
 	p.local.take(h, b, now)
 }
 
 // nextFit returns the time after an admission at which the next take of its
 // key fits every shape, from its receipt: 0 when one fits at once.
-func (p *Shared) nextFit(r *Receipt) int64 {
+func (p *Shared) nextFit(r *driver.Receipt) int64 {
 	w := time.Duration(0)
 	for i, b := range p.shapes {
-		w = max(w, r.Reserved[i]+b.interval-b.tolerance-r.At)
+		w = max(w, r.Reserved[i]+b.Interval()-b.Tolerance()-r.At)
 	}
 	return int64(w)
 }
@@ -431,7 +433,7 @@ func (p *Shared) storeDown(now int64) bool {
 func (p *Shared) fallback(key string) decision {
 	fb := p.fb
 	r := fb.Reserve(key)
-	dec := decision{d: r.d, via: PathFallback, r: Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	dec := decision{d: r.d, via: PathFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
 	if r.d > 0 {
 		dec.left = fb.b.Remaining(time.Duration(r.d), 0)
 	}
@@ -490,7 +492,7 @@ const (
 type batch struct {
 	calls []*call
 	keys  []string
-	out   []Grant
+	out   []driver.Grant
 }
 
 var (
@@ -617,7 +619,7 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		b.keys = append(b.keys, c.key)
 	}
 	if cap(b.out) < n {
-		b.out = make([]Grant, n)
+		b.out = make([]driver.Grant, n)
 	}
 	b.out = b.out[:n]
 	err := p.send(self, b, launched)
@@ -711,7 +713,7 @@ func (p *Shared) take(ctx context.Context, b *batch) error {
 // after a refusal, and after an admission that left no event, until the
 // next one fits. The wait counts from now, before the round trip, so the
 // local tier never refuses longer than the store would.
-func (p *Shared) record(h uint64, g *Grant, now int64) decision {
+func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
 	if !g.OK {
 		wait := int64(g.RetryAfter)
 		p.hold(h, now, wait)

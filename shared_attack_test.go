@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
@@ -128,7 +129,7 @@ type tookThenCut struct {
 	entered chan struct{}
 }
 
-func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.Store.TakeMany(ctx, keys, shapes, out); err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ type holdFirstTake struct {
 	entered, release chan struct{}
 }
 
-func (s *holdFirstTake) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *holdFirstTake) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.once.CompareAndSwap(false, true) {
 		close(s.entered)
 		<-s.release
@@ -224,14 +225,14 @@ type panicky struct {
 	armed atomic.Bool
 }
 
-func (s *panicky) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *panicky) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.armed.Load() {
 		panic("store bug")
 	}
 	return s.spy.Take(ctx, key, shapes)
 }
 
-func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if s.armed.Load() {
 		panic("store bug")
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 )
 
@@ -76,7 +77,7 @@ func TestNewSharedRejects(t *testing.T) {
 	fb, _ := pace.New(1)
 	cases := []struct {
 		name string
-		s    pace.Store
+		s    driver.Taker
 		rate float64
 		opts []pace.SharedOption
 	}{
@@ -115,7 +116,7 @@ func TestNewSharedRejects(t *testing.T) {
 // nothing at the store.
 func TestSharedKeys(t *testing.T) {
 	p, s, _ := newSharedT(t, 1)
-	for _, key := range []string{"", "secret-client-id" + strings.Repeat("x", pace.MaxKeyLen)} {
+	for _, key := range []string{"", "secret-client-id" + strings.Repeat("x", driver.MaxKeyLen)} {
 		r, err := p.Reserve(bg, key)
 		if !errors.Is(err, pace.ErrInvalidArgument) || r.OK() {
 			t.Fatalf("Reserve(%d-byte key) = %v, %v; want refused, ErrInvalidArgument", len(key), r.OK(), err)
@@ -273,8 +274,8 @@ func TestSharedReturn(t *testing.T) {
 // neither.
 func TestSharedShapes(t *testing.T) {
 	p, _, c := newSharedT(t, 5, pace.WithLimit(20, time.Minute))
-	perSec, _ := pace.NewBucket(5, 5, 1)
-	perMin, _ := pace.NewBucket(20, 20.0/60, 1)
+	perSec, _ := driver.NewShape(5, 5, 1)
+	perMin, _ := driver.NewShape(20, 20.0/60, 1)
 	var tatS, tatM time.Duration
 	admitted := 0
 	for step := range 3001 { // every 40 ms for two minutes

@@ -24,7 +24,7 @@ type KeyFunc func(r *http.Request) (string, error)
 // MaxKeyLen is the longest key, in bytes, that a limit accepts. A longer key,
 // and an empty one, is a key error answered 400: keys come from clients, and
 // a megabyte key is an attack, not an identifier. It leaves room, below
-// pace.MaxKeyLen, for the prefix a Store limit adds (see Bucket).
+// driver.MaxKeyLen, for the prefix a Store limit adds (see Bucket).
 const MaxKeyLen = 1024
 
 // KeyError is the error of a key function of this package, and of the

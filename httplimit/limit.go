@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // kind is what a Limit counts with.
@@ -174,7 +175,8 @@ type limit struct {
 	items    []atomic.Pointer[[]string]
 	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
 	problem  problemDoc                 // the default refusal, set by New
-	shapes   []pace.Bucket              // Bucket: its one shape, for Store.Take and Refund
+	shapes   []driver.Shape             // Bucket: its one shape, for Store.Take and Refund
+	taker    driver.Taker               // Bucket: the store's take methods
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -257,11 +259,16 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		b, err := pace.NewBucket(l.capacity, l.refill, 1)
+		tk, ok := l.store.(driver.Taker)
+		if !ok {
+			return c, invalidf("limit %q: a Bucket limit needs a store that implements driver.Taker (Take, TakeMany, Refund)", c.name)
+		}
+		c.taker = tk
+		b, err := driver.NewShape(l.capacity, l.refill, 1)
 		if err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
-		c.shapes = []pace.Bucket{b}
+		c.shapes = []driver.Shape{b}
 		c.interval, c.tol = b.Interval(), b.Tolerance()
 		c.q = int64(math.Floor(l.capacity))
 		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
@@ -269,7 +276,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		if err := pace.ValidateSlot("k", l.slots, l.ttl); err != nil {
+		if err := driver.ValidateSlot("k", l.slots, l.ttl); err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
 	}

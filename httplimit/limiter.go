@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // Limiter decides requests against a list of limits, all or nothing,
@@ -193,9 +194,9 @@ type hold struct {
 
 // bucketHold is what a Ticket keeps of a Bucket limit's take.
 type bucketHold struct {
-	receipt pace.Receipt // what Store.Refund needs
-	left    int          // the whole tokens the store reported left
-	full    int64        // the seconds, rounded up, the store reported until the bucket is full
+	receipt driver.Receipt // what Store.Refund needs
+	left    int            // the whole tokens the store reported left
+	full    int64          // the seconds, rounded up, the store reported until the bucket is full
 }
 
 // remaining reports the events left after the take of limit i, a Pace,
@@ -323,7 +324,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			h.state = holdTaken
 		case kindBucket:
 			sk := lim.storeKey(k)
-			g, err := lim.store.Take(ctx, sk, lim.shapes)
+			g, err := lim.taker.Take(ctx, sk, lim.shapes)
 			if err != nil && backendFailed(ctx, err) {
 				// Let a failure policy (pace.WithFailurePolicy), which
 				// decides TokenBucket but not Take, decide in its place: an
@@ -464,7 +465,7 @@ func (t *Ticket) giveBack(i int) {
 		_ = h.shared.Return(context.WithoutCancel(t.ctx))
 	case kindBucket:
 		ctx, cancel := releaseContext(t.ctx)
-		_ = lim.store.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
+		_ = lim.taker.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
 		cancel()
 	default:
 		h.res.Return()

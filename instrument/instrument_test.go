@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -21,14 +22,14 @@ import (
 
 var errBackend = errors.New("backend: connection refused")
 
-// fakeStore answers by key: an invalid key gets pace.ValidateKey's error,
+// fakeStore answers by key: an invalid key gets driver.ValidateKey's error,
 // "fail" a backend error, "reject" a refusal, "missing" pace.ErrNotFound
 // from Get, and any other key an admission or success. Its results carry
 // distinctive values so that a test can see they pass through unchanged.
 type fakeStore struct{}
 
 func (fakeStore) check(key string) error {
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if key == "fail" {
@@ -89,17 +90,17 @@ func (s fakeStore) Get(ctx context.Context, key string) ([]byte, error) {
 func (s fakeStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return s.check(key)
 }
-func (s fakeStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s fakeStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.check(key); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if key == "reject" {
-		return pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}, nil
+		return driver.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}, nil
 	}
-	return pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}, nil
+	return driver.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: driver.Receipt{At: 7, Gen: 8}}, nil
 }
 
-func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	for i, k := range keys {
 		g, err := s.Take(ctx, k, shapes)
 		if err != nil {
@@ -110,7 +111,7 @@ func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bu
 	return nil
 }
 
-func (s fakeStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s fakeStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	return s.check(key)
 }
 
@@ -174,20 +175,21 @@ func script(s pace.Store) {
 	s.Get(ctx, "missing")
 	s.Get(ctx, "fail")
 	s.Set(ctx, "a", []byte("v"), 0)
-	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
-	s.Take(ctx, "a", shapes)
-	s.Take(ctx, "reject", shapes)
-	s.Take(ctx, "fail", shapes)
-	s.TakeMany(ctx, []string{"a", "reject"}, shapes, make([]pace.Grant, 2))
-	s.TakeMany(ctx, []string{"a", ""}, shapes, make([]pace.Grant, 2))
-	s.Refund(ctx, "a", shapes, pace.Receipt{})
-	s.Refund(ctx, "fail", shapes, pace.Receipt{})
+	shapes := []driver.Shape{mustBucket(10, 1, 1)}
+	tk := s.(driver.Taker)
+	tk.Take(ctx, "a", shapes)
+	tk.Take(ctx, "reject", shapes)
+	tk.Take(ctx, "fail", shapes)
+	tk.TakeMany(ctx, []string{"a", "reject"}, shapes, make([]driver.Grant, 2))
+	tk.TakeMany(ctx, []string{"a", ""}, shapes, make([]driver.Grant, 2))
+	tk.Refund(ctx, "a", shapes, driver.Receipt{})
+	tk.Refund(ctx, "fail", shapes, driver.Receipt{})
 	s.Delete(ctx, "a")
 	s.Close(ctx)
 }
 
-func mustBucket(capacity, perSecond, cost float64) pace.Bucket {
-	b, err := pace.NewBucket(capacity, perSecond, cost)
+func mustBucket(capacity, perSecond, cost float64) driver.Shape {
+	b, err := driver.NewShape(capacity, perSecond, cost)
 	if err != nil {
 		panic(err)
 	}
@@ -428,6 +430,13 @@ func TestWrapContract(t *testing.T) {
 		}
 		return s
 	})
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		s, err := instrument.Wrap(memory.New(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatalf("Wrap(memory.New()): %v", err)
+		}
+		return s.(storetest.TakeStore)
+	})
 }
 
 // TestStackContract runs the contract on the recommended stack, the failure
@@ -452,6 +461,23 @@ func TestStackContract(t *testing.T) {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
 		return s
+	}, storetest.WithClock(clk.Advance))
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		reg := prometheus.NewPedanticRegistry()
+		regs = append(regs, reg)
+		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.Now)), reg)
+		if err != nil {
+			t.Fatalf("Wrap: %v", err)
+		}
+		hook, err := instrument.FailureHook(reg)
+		if err != nil {
+			t.Fatalf("FailureHook: %v", err)
+		}
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.OnFailure(hook))
+		if err != nil {
+			t.Fatalf("WithFailurePolicy: %v", err)
+		}
+		return s.(storetest.TakeStore)
 	}, storetest.WithClock(clk.Advance))
 	if len(regs) == 0 {
 		t.Fatal("the suite made no store")
@@ -539,17 +565,17 @@ func TestWrapPassesResultsThrough(t *testing.T) {
 	if _, _, err := s.TokenBucket(ctx, "", 10, 1, 1); !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Errorf("TokenBucket(\"\") = %v; want ErrInvalidArgument", err)
 	}
-	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
-	want := pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}
-	if g, err := s.Take(ctx, "reject", shapes); g != want || err != nil {
+	shapes := []driver.Shape{mustBucket(10, 1, 1)}
+	want := driver.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}
+	if g, err := s.(driver.Taker).Take(ctx, "reject", shapes); g != want || err != nil {
 		t.Errorf("Take(reject) = %+v, %v; want %+v, nil", g, err, want)
 	}
-	out := make([]pace.Grant, 2)
-	admitted := pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}
-	if err := s.TakeMany(ctx, []string{"k", "reject"}, shapes, out); out[0] != admitted || out[1] != want || err != nil {
+	out := make([]driver.Grant, 2)
+	admitted := driver.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: driver.Receipt{At: 7, Gen: 8}}
+	if err := s.(driver.Taker).TakeMany(ctx, []string{"k", "reject"}, shapes, out); out[0] != admitted || out[1] != want || err != nil {
 		t.Errorf("TakeMany(k, reject) = %+v, %v; want [%+v %+v], nil", out, err, admitted, want)
 	}
-	if err := s.Refund(ctx, "fail", shapes, admitted.Receipt); !errors.Is(err, errBackend) {
+	if err := s.(driver.Taker).Refund(ctx, "fail", shapes, admitted.Receipt); !errors.Is(err, errBackend) {
 		t.Errorf("Refund(fail) = %v; want %v", err, errBackend)
 	}
 }

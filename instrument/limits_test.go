@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
@@ -145,11 +146,11 @@ func (s prefixedStore) TokenBucket(ctx context.Context, key string, capacity, re
 	return s.fakeStore.TokenBucket(ctx, key[strings.LastIndexByte(key, ':')+1:], capacity, refillPerSec, cost)
 }
 
-func (s prefixedStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s prefixedStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	return s.fakeStore.Take(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes)
 }
 
-func (s prefixedStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s prefixedStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	return s.fakeStore.Refund(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes, r)
 }
 

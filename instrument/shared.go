@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // sharedPaths are the values of the path label, indexed by pace.SharedPath.
@@ -62,7 +63,7 @@ func (m *sharedMetrics) Returned(path pace.SharedPath) {
 // NewShared returns pace.NewShared's error without registering anything, the
 // registration error without the Shared, or an error wrapping
 // pace.ErrInvalidArgument when reg is nil.
-func NewShared(s pace.Store, perSecond float64, reg prometheus.Registerer, opts ...pace.SharedOption) (*pace.Shared, error) {
+func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opts ...pace.SharedOption) (*pace.Shared, error) {
 	if reg == nil {
 		return nil, errNilRegisterer
 	}

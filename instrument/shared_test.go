@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -23,14 +24,14 @@ type downable struct {
 	down atomic.Bool
 }
 
-func (s *downable) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *downable) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.down.Load() {
-		return pace.Grant{}, errBackend
+		return driver.Grant{}, errBackend
 	}
 	return s.Store.Take(ctx, key, shapes)
 }
 
-func (s *downable) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *downable) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if s.down.Load() {
 		return errBackend
 	}

@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/progress"
+	"github.com/ratepace/pace/storetest"
 )
 
 // Backend is a store under test.
@@ -37,7 +39,7 @@ type Backend struct {
 	// Open returns a Store on what Setup described, in namespace ns: two
 	// stores opened with one ns, in one process or two, share their state.
 	// It is closed by the test's cleanup.
-	Open func(t testing.TB, config, ns string) pace.Store
+	Open func(t testing.TB, config, ns string) storetest.TakeStore
 	// Processes runs the replicas of a scenario as OS processes. Without
 	// it, they run as goroutine groups of this process, on one store opened
 	// once (a store in process memory has no other way to be shared).
@@ -99,7 +101,7 @@ func namespace() string {
 }
 
 // newShared returns a Shared of rate per second on s.
-func newShared(t testing.TB, s pace.Store, rate float64, opts ...pace.SharedOption) *pace.Shared {
+func newShared(t testing.TB, s driver.Taker, rate float64, opts ...pace.SharedOption) *pace.Shared {
 	t.Helper()
 	p, err := pace.NewShared(s, rate, opts...)
 	if err != nil {
@@ -455,7 +457,7 @@ func pair(t *testing.T, b Backend, config string, a, c spec) (ra, rc report) {
 
 // play runs the role of sp on a Shared of its own over s, from when start
 // is closed.
-func play(t testing.TB, s pace.Store, sp spec, start <-chan struct{}) report {
+func play(t testing.TB, s storetest.TakeStore, sp spec, start <-chan struct{}) report {
 	p := newShared(t, s, sp.Rate)
 	var (
 		mu  sync.Mutex
