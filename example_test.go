@@ -84,7 +84,7 @@ func ExampleShared() {
 	ctx := context.Background()
 	var replicas [2]*pace.Shared
 	for i := range replicas {
-		p, err := pace.NewShared(store, 2, pace.WithSharedClock(clock))
+		p, err := pace.NewShared(store, 2, pace.WithClock(clock))
 		if err != nil {
 			panic(err)
 		}
@@ -96,7 +96,7 @@ func ExampleShared() {
 			return "503"
 		}
 		if !res.OK() {
-			return fmt.Sprintf("429 (%v), retry after %v", res.Path(), res.RetryAfter())
+			return fmt.Sprintf("429 (%v), retry after %v", res.Source(), res.RetryAfter())
 		}
 		if secret != "right" {
 			res.Return(ctx)
@@ -116,5 +116,5 @@ func ExampleShared() {
 	// 200, 1 left
 	// 200, 0 left
 	// 429 (store), retry after 500ms
-	// 429 (local), retry after 300ms
+	// 429 (held), retry after 300ms
 }

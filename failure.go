@@ -45,59 +45,23 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
 
-// FailureHook is told about every decision a Store wrapped by
-// WithFailurePolicy makes in place of its backend: op is the method name
-// ("TokenBucket", "AcquireSlot" or "AcquireSlotBurst"), err the backend error
-// that caused it, allowed the decision. It is called synchronously, once per
-// such decision, possibly from many goroutines at once, so it must be fast
-// and safe for concurrent use. Package instrument provides one that counts
-// the decisions for Prometheus.
-type FailureHook func(op string, err error, allowed bool)
-
-// FailureOption configures WithFailurePolicy.
-type FailureOption func(*failureConfig)
-
-type failureConfig struct {
-	hook       FailureHook
-	retryAfter time.Duration
-}
-
-// defaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
-// reports when FailClosedRetryAfter is not given: long enough that callers
-// who honour it do not hammer a failing backend, short enough that service
-// resumes promptly once it is back.
-const defaultFailClosedRetryAfter = time.Second
-
-// OnFailure reports every decision made in place of the backend to h (see
-// FailureHook). The default is none. A nil h keeps the default; a second
-// OnFailure replaces the first.
-func OnFailure(h FailureHook) FailureOption {
-	return func(c *failureConfig) { c.hook = h }
-}
-
-// FailClosedRetryAfter sets the retryAfter that TokenBucket reports when it
-// refuses under FailClosed because the backend failed. It must be above zero;
-// the default is one second. FailOpen ignores it.
-func FailClosedRetryAfter(d time.Duration) FailureOption {
-	return func(c *failureConfig) { c.retryAfter = d }
-}
-
 // WithFailurePolicy returns a Store that forwards every call to s, bounds
 // each by timeout (0: only the caller's own deadline), and turns a backend
 // failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst) into the
-// explicit decision of policy, with a nil error, reported to the hook of
-// OnFailure. Invalid arguments (checked before s is called), ErrClosed, and
+// explicit decision of policy, with a nil error, reported to the Observer of
+// WithObserver (its Failed method). Invalid arguments (checked before s is called), ErrClosed, and
 // any error once the caller's ctx is done are returned as they are, as is
 // every error of the methods that decide nothing (Take, TakeMany and Refund
 // among them: Shared has a fallback of its own). Close closes s; every later
 // call returns an error wrapping ErrClosed.
 //
 // The error wraps ErrInvalidArgument when s is nil, policy is neither
-// FailOpen nor FailClosed, timeout is negative, or FailClosedRetryAfter is
-// not above zero. The result is safe for concurrent use if s is. How to
+// FailOpen nor FailClosed, timeout is negative, or an option is invalid or
+// does not serve WithFailurePolicy. Its options are WithObserver, WithClock
+// and FailClosedRetryAfter. The result is safe for concurrent use if s is. How to
 // choose the policy and the timeout, and how to count the decisions, is in
 // docs/metrics.md.
-func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...FailureOption) (Store, error) {
+func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...Option) (Store, error) {
 	if s == nil {
 		return nil, invalid("nil store")
 	}
@@ -107,21 +71,16 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if timeout < 0 {
 		return nil, invalid("negative timeout %v", timeout)
 	}
-	cfg := failureConfig{retryAfter: defaultFailClosedRetryAfter}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if cfg.retryAfter <= 0 {
-		return nil, invalid("fail-closed retryAfter %v must be above zero", cfg.retryAfter)
+	cfg, err := newConfig(forFailure, opts)
+	if err != nil {
+		return nil, err
 	}
 	f := &failureStore{
 		s:          s,
 		open:       policy == FailOpen,
 		timeout:    timeout,
 		retryAfter: cfg.retryAfter,
-		hook:       cfg.hook,
+		obs:        cfg.observer,
 	}
 	if t, ok := s.(driver.Taker); ok {
 		return &failureTaker{f, t}, nil
@@ -145,7 +104,7 @@ type failureStore struct {
 	open       bool
 	timeout    time.Duration
 	retryAfter time.Duration
-	hook       FailureHook
+	obs        Observer
 	closed     atomic.Bool
 }
 
@@ -172,10 +131,10 @@ func failed(ctx context.Context, err error) bool {
 		!errors.Is(err, ErrClosed)
 }
 
-// decide reports the policy's decision for op, after calling the hook.
+// decide reports the policy's decision for op, after telling the observer.
 func (f *failureStore) decide(op string, err error) bool {
-	if f.hook != nil {
-		f.hook(op, err, f.open)
+	if f.obs != nil {
+		f.obs.Failed(op, err, f.open)
 	}
 	return f.open
 }

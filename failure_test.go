@@ -149,14 +149,23 @@ func (s *hangingStore) Take(ctx context.Context, key string, shapes []driver.Sha
 	return driver.Grant{}, s.wait(ctx)
 }
 
-// hookCall is one call of a FailureHook.
+// failedFunc is an Observer that passes the failure policy's decisions to
+// the function it is.
+type failedFunc func(op string, err error, allowed bool)
+
+func (f failedFunc) Failed(op string, err error, allowed bool) { f(op, err, allowed) }
+func (failedFunc) Decided(pace.Source, bool)                   {}
+func (failedFunc) Returned(pace.Source)                        {}
+func (failedFunc) RoundTrip(int)                               {}
+
+// hookCall is one call of the Observer's Failed.
 type hookCall struct {
 	op      string
 	err     error
 	allowed bool
 }
 
-// hookRecorder is a FailureHook that records its calls.
+// hookRecorder records the calls of an Observer's Failed (see failedFunc).
 type hookRecorder struct {
 	mu    sync.Mutex
 	calls []hookCall
@@ -176,7 +185,7 @@ func (r *hookRecorder) take() []hookCall {
 	return c
 }
 
-func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout time.Duration, opts ...pace.FailureOption) pace.Store {
+func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout time.Duration, opts ...pace.Option) pace.Store {
 	t.Helper()
 	f, err := pace.WithFailurePolicy(s, p, timeout, opts...)
 	if err != nil {
@@ -231,7 +240,7 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 			var rec hookRecorder
 			backend := &failingStore{err: errBackendDown}
 			s := mustFailurePolicy(t, backend, tc.policy, 0,
-				pace.OnFailure(rec.hook), pace.FailClosedRetryAfter(3*time.Second))
+				pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(3*time.Second))
 			for _, d := range policyDecisions {
 				got := d.call(s)
 				if want := tc.want[d.op]; got != want {
@@ -261,7 +270,7 @@ func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
 func TestFailurePolicyPassesHealthyDecisions(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
-		s := mustFailurePolicy(t, &failingStore{}, p, time.Minute, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, &failingStore{}, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)))
 		want := map[string]policyDecision{
 			"TokenBucket":      {false, int64(7 * time.Millisecond), nil},
 			"AcquireSlot":      {true, 1, nil},
@@ -286,7 +295,7 @@ func TestFailurePolicyPassesErrors(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		for _, berr := range []error{backendInvalid, backendClosed} {
 			var rec hookRecorder
-			s := mustFailurePolicy(t, &failingStore{err: berr}, p, 0, pace.OnFailure(rec.hook))
+			s := mustFailurePolicy(t, &failingStore{err: berr}, p, 0, pace.WithObserver(failedFunc(rec.hook)))
 			for _, d := range policyDecisions {
 				if got := d.call(s); !errors.Is(got.err, berr) || got.allowed {
 					t.Errorf("%v: %s with backend error %q = %v; want not allowed, that error", p, d.op, berr, got)
@@ -303,7 +312,7 @@ func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 	ctx := context.Background()
 	var rec hookRecorder
 	backend := &failingStore{err: errBackendDown}
-	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.WithObserver(failedFunc(rec.hook)))
 	for name, call := range map[string]func() (bool, error){
 		"TokenBucket NaN capacity": func() (bool, error) {
 			ok, _, err := s.TokenBucket(ctx, "k", math.NaN(), 1, 1)
@@ -348,7 +357,7 @@ func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 
 func TestFailurePolicyCallerCancel(t *testing.T) {
 	var rec hookRecorder
-	s := mustFailurePolicy(t, &hangingStore{}, pace.FailOpen, time.Hour, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, &hangingStore{}, pace.FailOpen, time.Hour, pace.WithObserver(failedFunc(rec.hook)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1)
@@ -370,7 +379,7 @@ func TestFailurePolicyTimeout(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
-		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		start := time.Now()
 		got := make(chan policyDecision, 1)
 		go func() {
@@ -443,7 +452,7 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		backend := &failingStore{err: errBackendDown}
-		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)))
 		_, getErr := s.Get(ctx, "k")
 		g, takeErr := s.(driver.Taker).Take(ctx, "k", nil)
 		if g != (driver.Grant{}) {
@@ -478,7 +487,7 @@ func TestFailurePolicyClose(t *testing.T) {
 	ctx := context.Background()
 	var rec hookRecorder
 	backend := &failingStore{err: errBackendDown}
-	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.WithObserver(failedFunc(rec.hook)))
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
@@ -520,14 +529,14 @@ func TestWithFailurePolicyInvalid(t *testing.T) {
 		s       pace.Store
 		p       pace.FailurePolicy
 		timeout time.Duration
-		opts    []pace.FailureOption
+		opts    []pace.Option
 	}{
 		"nil store":          {nil, pace.FailOpen, 0, nil},
 		"zero policy":        {ok, 0, 0, nil},
 		"unknown policy":     {ok, 3, 0, nil},
 		"negative timeout":   {ok, pace.FailClosed, -time.Second, nil},
-		"zero retryAfter":    {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(0)}},
-		"negative retryAfer": {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(-1)}},
+		"zero retryAfter":    {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(0)}},
+		"negative retryAfer": {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(-1)}},
 	} {
 		s, err := pace.WithFailurePolicy(tc.s, tc.p, tc.timeout, tc.opts...)
 		if s != nil || !errors.Is(err, pace.ErrInvalidArgument) {
@@ -604,16 +613,12 @@ func BenchmarkWithFailurePolicy(b *testing.B) {
 func ExampleWithFailurePolicy() {
 	// down stands for a Redis or PostgreSQL store whose server is gone.
 	down := &failingStore{err: errBackendDown}
-	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond,
-		pace.OnFailure(func(op string, err error, allowed bool) {
-			fmt.Printf("%s decided allowed=%v without the backend: %v\n", op, allowed, err)
-		}))
+	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
 	allowed, retryAfter, err := s.TokenBucket(context.Background(), "client-42", 10, 5, 1)
 	fmt.Println(allowed, retryAfter, err)
 	// Output:
-	// TokenBucket decided allowed=false without the backend: backend: connection refused
 	// false 1s <nil>
 }

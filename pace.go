@@ -43,9 +43,12 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := newConfig(opts)
+	cfg, err := newConfig(forNew, opts)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pace{b: b, obs: cfg.observer}
-	p.t.init(cfg)
+	p.t.init(cfg.clock)
 	p.t.widen(b)
 	return p, nil
 }
@@ -72,7 +75,7 @@ func (p *Pace) Reserve(key string) Reservation {
 	now := p.t.now()
 	tat, wait, gen, ok := p.t.take(h, p.b, now)
 	if p.obs != nil {
-		p.obs.Reserved(ok)
+		p.obs.Decided(SourceMemory, ok)
 	}
 	if !ok {
 		return Reservation{p: p, key: h, at: now, d: -wait}
@@ -193,55 +196,7 @@ func (r *Reservation) Return() {
 	r.d = 0
 	p := r.p
 	if p.t.refund(r.key, p.b, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
-		p.obs.Returned()
+		p.obs.Returned(SourceMemory)
 	}
 }
 
-// Observer receives the decisions of a Pace (see WithObserver), for metrics.
-// Its methods are called on the decision path, once per call, and must be
-// fast and safe for concurrent use by multiple goroutines.
-type Observer interface {
-	// Reserved is called once per Reserve or Allow with its outcome.
-	Reserved(ok bool)
-	// Returned is called once per Reservation.Return that gave back (all or
-	// part of) an event.
-	Returned()
-}
-
-// Option configures New and NewBuckets.
-type Option func(*config)
-
-type config struct {
-	clock    func() time.Time
-	observer Observer
-}
-
-func newConfig(opts []Option) config {
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	return c
-}
-
-// WithClock makes the Pace (or Buckets) read time from now instead of the
-// monotonic clock, for tests and simulations. now is called once per decision
-// and must be safe for concurrent use; readings are taken relative to the
-// first one, and clamped to about ±73 years of it. A reading earlier than a
-// previous one is tolerated: on a key that has a row it can only make the
-// decision stricter; a key whose row was dropped (its bucket had refilled by
-// a later reading) is full again. The default reads time.Since of a
-// monotonic epoch, the cheapest reading Go offers. A nil now keeps the
-// default.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) { c.clock = now }
-}
-
-// WithObserver reports every decision of a Pace to o (see package
-// instrument). The default is none, which costs nothing. NewBuckets ignores
-// it.
-func WithObserver(o Observer) Option {
-	return func(c *config) { c.observer = o }
-}

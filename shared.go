@@ -13,7 +13,7 @@ import (
 
 // Shared is Pace's keyed pace kept in a Store, so that every process using
 // the same store shares one pace per key: N replicas behind a balancer give a
-// client the pace once, not N times. WithLimit adds limits on the same key,
+// client the pace once, not N times. WithQuota adds limits on the same key,
 // taken all or nothing in one atomic step at the store, whose clock is the
 // time of every decision.
 //
@@ -29,7 +29,7 @@ type Shared struct {
 	s      driver.Taker
 	shapes []driver.Shape
 	local  Buckets // the local tier: refusals remembered until their retry-after
-	obs    SharedObserver
+	obs    Observer
 
 	fb        *Pace
 	fbTimeout time.Duration
@@ -39,159 +39,11 @@ type Shared struct {
 	rt roundTrips
 }
 
-// defaultRoundTrips is the round trips in flight of a Shared without
-// WithRoundTrips.
-const defaultRoundTrips = 2
-
-// SharedOption configures NewShared.
-type SharedOption func(*sharedConfig)
-
-type sharedConfig struct {
-	shapes     []driver.Shape
-	fb         *Pace
-	fbTimeout  time.Duration
-	fbSet      bool
-	observer   SharedObserver
-	clock      func() time.Time
-	roundTrips int
-	err        error
-}
-
-// WithLimit adds to every key a limit of n events per period, with a bucket
-// of max(1, n) events refilled continuously at n per period: WithLimit(1000,
-// time.Hour) beside a pace of 20 per second admits bursts of 20 and at most
-// 1000 in any hour (plus one hour's refill per hour of course). A take must
-// fit every limit, and a refusal by one debits none. n must be a positive
-// finite number and period above zero, and the shape valid for driver.NewShape;
-// with the pace, at most driver.MaxShapes limits in all. Otherwise NewShared
-// returns an error wrapping ErrInvalidArgument.
-func WithLimit(n float64, period time.Duration) SharedOption {
-	return func(c *sharedConfig) {
-		if !finitePositive(n) || period <= 0 {
-			c.fail(invalid("limit of %v per %v is not a positive finite number per positive period", n, period))
-			return
-		}
-		b, err := driver.NewShape(max(1, n), n/period.Seconds(), 1)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		c.shapes = append(c.shapes, b)
-	}
-}
-
-// WithFallback makes decisions go to fb, a per-replica Pace (declared at the
-// replica's share of the pace: pace.New(rate/replicas)), while the store
-// fails. Each round trip is then bounded by timeout; one that errors or
-// times out sends the decisions it carried, and every decision for the next
-// timeout, to fb, after which the next decision probes the store again (one
-// round trip at a time, the others still going to fb): once the store
-// answers, decisions go back to it. fb applies only the pace of NewShared,
-// not the limits of WithLimit. A reservation made by fb is returned to fb.
-// Errors that a fallback cannot mend are still returned: invalid arguments,
-// a closed store, the caller's own context ending. Choose timeout below
-// the callers' deadlines: a round trip cut short by its caller's deadline
-// ends as that caller's error, not as a store timeout, so a hanging store
-// reaches fb only through round trips that outlive timeout. fb must not be nil and
-// timeout must be above zero, else NewShared returns an error wrapping
-// ErrInvalidArgument. The default is no fallback: store errors are returned.
-func WithFallback(fb *Pace, timeout time.Duration) SharedOption {
-	return func(c *sharedConfig) {
-		if fb == nil || timeout <= 0 {
-			c.fail(invalid("fallback needs a Pace and a timeout above zero (got timeout %v)", timeout))
-			return
-		}
-		c.fb, c.fbTimeout, c.fbSet = fb, timeout, true
-	}
-}
-
-// WithRoundTrips sets how many round trips to the store one Shared keeps in
-// flight at once. A decision that finds none in flight goes at once; the
-// others queue, and the queue goes as a further round trip once it holds its
-// share of the decisions under way (those in flight and queued, split evenly
-// over n), else with the next round trip to end. The default, 2, keeps the
-// store busy while a round trip's results are delivered and the next is
-// gathered; 1 gives the largest batches, more can help a store whose
-// server has cores to spare (a PostgreSQL pool, say). n must be at least 1,
-// else NewShared returns an error wrapping ErrInvalidArgument.
-func WithRoundTrips(n int) SharedOption {
-	return func(c *sharedConfig) {
-		if n < 1 {
-			c.fail(invalid("round trips in flight %d < 1", n))
-			return
-		}
-		c.roundTrips = n
-	}
-}
-
-// WithSharedObserver reports the decisions, round trips and returns of a
-// Shared to o (see package instrument). The default is none.
-func WithSharedObserver(o SharedObserver) SharedOption {
-	return func(c *sharedConfig) { c.observer = o }
-}
-
-// WithSharedClock makes the local tier and the fallback's retry timing read
-// time from now instead of the monotonic clock, as WithClock does for Pace.
-// Decisions on the store still take the store's time. A nil now keeps the
-// default.
-func WithSharedClock(now func() time.Time) SharedOption {
-	return func(c *sharedConfig) { c.clock = now }
-}
-
-func (c *sharedConfig) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
-}
-
-// SharedPath says which tier decided a SharedReservation.
-type SharedPath uint8
-
-const (
-	// PathStore is a decision the store made.
-	PathStore SharedPath = iota + 1
-	// PathLocal is a refusal the local tier made, for a key the store had
-	// refused (or emptied) and whose retry-after had not passed.
-	PathLocal
-	// PathFallback is a decision the fallback Pace made while the store
-	// failed (see WithFallback).
-	PathFallback
-)
-
-// String returns "store", "local" or "fallback" (a description of an invalid
-// value otherwise): the values of instrument's path label.
-func (p SharedPath) String() string {
-	switch p {
-	case PathStore:
-		return "store"
-	case PathLocal:
-		return "local"
-	case PathFallback:
-		return "fallback"
-	}
-	return fmt.Sprintf("SharedPath(%d)", uint8(p))
-}
-
-// SharedObserver receives what a Shared does (see WithSharedObserver), for
-// metrics. Its methods are called on the decision path and must be fast and
-// safe for concurrent use by multiple goroutines.
-type SharedObserver interface {
-	// Decided is called once per decision with the tier that made it and
-	// its outcome: once per Reserve or Allow that did not fail.
-	Decided(path SharedPath, ok bool)
-	// RoundTrip is called once per round trip to the store (successful or
-	// not) with the number of decisions it carried.
-	RoundTrip(decisions int)
-	// Returned is called once per SharedReservation.Return that gave back
-	// an admitted reservation (or tried to: a store error counts too), with
-	// the tier that had admitted it.
-	Returned(path SharedPath)
-}
 
 // NewShared returns a Shared keeping a pace of perSecond events per second
 // per key, with a bucket of one second of it (as New), in s, shared by every
-// process that uses the same store. Options add limits (WithLimit), a
-// fallback (WithFallback) and metrics (WithSharedObserver).
+// process that uses the same store. Options add quotas (WithQuota), a
+// fallback (WithFallback) and metrics (WithObserver).
 //
 // The store keeps one arrival time per limit and key, by position: every
 // Shared deciding the same keys in one store (every replica) must have the
@@ -201,7 +53,7 @@ type SharedObserver interface {
 // perSecond must be a positive finite number no larger than MaxRate; s must
 // not be nil; invalid options are reported too. The error then wraps
 // ErrInvalidArgument.
-func NewShared(s driver.Taker, perSecond float64, opts ...SharedOption) (*Shared, error) {
+func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, error) {
 	if s == nil {
 		return nil, invalid("nil store")
 	}
@@ -209,27 +61,22 @@ func NewShared(s driver.Taker, perSecond float64, opts ...SharedOption) (*Shared
 	if err != nil {
 		return nil, err
 	}
-	cfg := sharedConfig{roundTrips: defaultRoundTrips}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	cfg, err := newConfig(forShared, opts)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	if n := 1 + len(cfg.shapes); n > driver.MaxShapes {
+	if n := 1 + len(cfg.quotas); n > driver.MaxShapes {
 		return nil, invalid("%d limits exceed MaxShapes (%d)", n, driver.MaxShapes)
 	}
 	p := &Shared{
 		s:         s,
-		shapes:    append([]driver.Shape{first}, cfg.shapes...),
+		shapes:    append([]driver.Shape{first}, cfg.quotas...),
 		obs:       cfg.observer,
 		fb:        cfg.fb,
 		fbTimeout: cfg.fbTimeout,
 	}
 	p.rt.max = cfg.roundTrips
-	p.local.init(config{clock: cfg.clock})
+	p.local.init(cfg.clock)
 	for _, b := range p.shapes {
 		// A refusal waits at most one interval of the shape that refused,
 		// so every row expires within the longest tolerance: the horizon,
@@ -261,8 +108,8 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 	h := p.local.hash(key)
 	now := p.local.now()
 	if wait, refused := p.held(h, now); refused {
-		p.decided(PathLocal, false)
-		return SharedReservation{p: p, dec: decision{d: -wait, via: PathLocal}}, nil
+		p.decided(SourceHeld, false)
+		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
 	}
 	probe := false
 	if p.fb != nil && p.failing.Load() {
@@ -286,7 +133,7 @@ func (p *Shared) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 // Shapes returns a copy of the limits every key has, the pace of NewShared
-// first, then those of WithLimit in order: for RateLimit-Policy headers.
+// first, then those of WithQuota in order: for RateLimit-Policy headers.
 func (p *Shared) Shapes() []driver.Shape { return append([]driver.Shape(nil), p.shapes...) }
 
 // Len reports the rows of the local tier: keys refused within the last
@@ -313,7 +160,7 @@ type decision struct {
 	// d = 0: the zero value, or one already returned.
 	d    int64
 	left int // whole events left after the decision
-	via  SharedPath
+	via  Source
 	// r is the store's receipt; for the fallback, At and Gen are the
 	// fallback's clock reading and reorder count at its take.
 	r driver.Receipt
@@ -340,9 +187,9 @@ func (r *SharedReservation) Remaining() int {
 	return r.dec.left
 }
 
-// Path reports which tier decided: PathStore, PathLocal or PathFallback (0
+// Source reports what decided: SourceStore, SourceHeld or SourceFallback (0
 // for the zero SharedReservation).
-func (r *SharedReservation) Path() SharedPath { return r.dec.via }
+func (r *SharedReservation) Source() Source { return r.dec.via }
 
 // Return gives the reserved event back to where it was taken, as
 // Reservation.Return does: all of it at once, later only the part not yet
@@ -363,7 +210,7 @@ func (r *SharedReservation) Return(ctx context.Context) error {
 	if p.obs != nil {
 		p.obs.Returned(r.dec.via)
 	}
-	if r.dec.via == PathFallback {
+	if r.dec.via == SourceFallback {
 		fb := p.fb
 		fr := Reservation{p: fb, key: fb.t.hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
 		fr.Return()
@@ -414,7 +261,7 @@ func (p *Shared) nextFit(r *driver.Receipt) int64 {
 	return int64(w)
 }
 
-func (p *Shared) decided(path SharedPath, ok bool) {
+func (p *Shared) decided(path Source, ok bool) {
 	if p.obs != nil {
 		p.obs.Decided(path, ok)
 	}
@@ -433,11 +280,11 @@ func (p *Shared) storeDown(now int64) bool {
 func (p *Shared) fallback(key string) decision {
 	fb := p.fb
 	r := fb.Reserve(key)
-	dec := decision{d: r.d, via: PathFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	dec := decision{d: r.d, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
 	if r.d > 0 {
 		dec.left = fb.b.Remaining(time.Duration(r.d), 0)
 	}
-	p.decided(PathFallback, r.d > 0)
+	p.decided(SourceFallback, r.d > 0)
 	return dec
 }
 
@@ -597,8 +444,8 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 			continue
 		}
 		if wait, refused := p.held(c.h, now); refused {
-			p.decided(PathLocal, false)
-			p.deliver(self, c, decision{d: -wait, via: PathLocal}, nil)
+			p.decided(SourceHeld, false)
+			p.deliver(self, c, decision{d: -wait, via: SourceHeld}, nil)
 			continue
 		}
 		if failing && !c.probe { // queued before the store failed
@@ -717,12 +564,12 @@ func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
 	if !g.OK {
 		wait := int64(g.RetryAfter)
 		p.hold(h, now, wait)
-		p.decided(PathStore, false)
-		return decision{d: -wait, via: PathStore}
+		p.decided(SourceStore, false)
+		return decision{d: -wait, via: SourceStore}
 	}
 	p.hold(h, now, p.nextFit(&g.Receipt))
-	p.decided(PathStore, true)
-	return decision{d: 1, left: g.Remaining, via: PathStore, r: g.Receipt}
+	p.decided(SourceStore, true)
+	return decision{d: 1, left: g.Remaining, via: SourceStore, r: g.Receipt}
 }
 
 // deliver gives c its result, waking its caller unless c is the leader's own.

@@ -157,7 +157,7 @@ func TestSharedLeaderGivesUpAfterTheStoreTook(t *testing.T) {
 	// The first round trip (a single Take) is held in flight, so that the
 	// leader and the follower queue and then go together.
 	s2 := &holdFirstTake{tookThenCut: s, entered: make(chan struct{}), release: make(chan struct{})}
-	p, err := pace.NewShared(s2, 1, pace.WithSharedClock(clk.Now), pace.WithRoundTrips(1))
+	p, err := pace.NewShared(s2, 1, pace.WithClock(clk.Now), pace.WithRoundTrips(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []driver.S
 func TestSharedSurvivesAStorePanic(t *testing.T) {
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
-	p, err := pace.NewShared(s, 100, pace.WithSharedClock(c.Now))
+	p, err := pace.NewShared(s, 100, pace.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestSharedSurvivesAStorePanic(t *testing.T) {
 func TestSharedStorePanicEndsTheBatch(t *testing.T) {
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
-	p, _ := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithRoundTrips(1))
+	p, _ := pace.NewShared(s, 100, pace.WithClock(c.Now), pace.WithRoundTrips(1))
 	entered, release := holdFirstRoundTrip(s.spy)
 	go p.Reserve(bg, "first")
 	<-entered
@@ -336,7 +336,7 @@ func TestSharedFallbackWithTwoRoundTripsInFlight(t *testing.T) {
 	s := newSpy(c.Now)
 	fb, _ := pace.New(50, pace.WithClock(c.Now))
 	const timeout = 30 * time.Millisecond
-	p, err := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithFallback(fb, timeout))
+	p, err := pace.NewShared(s, 100, pace.WithClock(c.Now), pace.WithFallback(fb, timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,28 +351,28 @@ func TestSharedFallbackWithTwoRoundTripsInFlight(t *testing.T) {
 		return nil
 	}
 	s.Hook.Store(&hook)
-	hung := make(chan pace.SharedPath, 1)
+	hung := make(chan pace.Source, 1)
 	go func() {
 		r, err := p.Reserve(bg, "a")
 		if err != nil || !r.OK() {
 			t.Errorf("the hanging decision = %v, %v; want admitted", r.OK(), err)
 		}
-		hung <- r.Path()
+		hung <- r.Source()
 	}()
 	<-hungIn
-	if r, err := p.Reserve(bg, "b"); err != nil || !r.OK() || r.Path() != pace.PathStore {
-		t.Fatalf("a decision beside the hanging round trip = %v %v %v; want admitted by the store", r.OK(), r.Path(), err)
+	if r, err := p.Reserve(bg, "b"); err != nil || !r.OK() || r.Source() != pace.SourceStore {
+		t.Fatalf("a decision beside the hanging round trip = %v %v %v; want admitted by the store", r.OK(), r.Source(), err)
 	}
-	if path := <-hung; path != pace.PathFallback {
+	if path := <-hung; path != pace.SourceFallback {
 		t.Fatalf("the hanging decision went to %v; want the fallback", path)
 	}
-	if r, err := p.Reserve(bg, "c"); err != nil || r.Path() != pace.PathFallback {
-		t.Fatalf("a decision right after the timeout = %v, %v; want the fallback", r.Path(), err)
+	if r, err := p.Reserve(bg, "c"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("a decision right after the timeout = %v, %v; want the fallback", r.Source(), err)
 	}
 	c.Advance(timeout)
 	for i := range 3 {
-		if r, err := p.Reserve(bg, "d"); err != nil || !r.OK() || r.Path() != pace.PathStore {
-			t.Fatalf("decision %d once the store answers the probe = %v %v %v; want the store", i, r.OK(), r.Path(), err)
+		if r, err := p.Reserve(bg, "d"); err != nil || !r.OK() || r.Source() != pace.SourceStore {
+			t.Fatalf("decision %d once the store answers the probe = %v %v %v; want the store", i, r.OK(), r.Source(), err)
 		}
 	}
 	if in, carried := pace.RoundTripsUnderWay(p); in != 0 || carried != 0 {
@@ -389,7 +389,7 @@ func TestSharedFallbackChurn(t *testing.T) {
 	s := newSpy(c.Now)
 	fb, _ := pace.New(1e4, pace.WithClock(c.Now))
 	const timeout = 10 * time.Millisecond
-	p, _ := pace.NewShared(s, 1e4, pace.WithSharedClock(c.Now), pace.WithFallback(fb, timeout))
+	p, _ := pace.NewShared(s, 1e4, pace.WithClock(c.Now), pace.WithFallback(fb, timeout))
 	var calls, healthy atomic.Int64
 	hook := func(ctx context.Context, keys int) error {
 		n := calls.Add(1)
@@ -417,8 +417,8 @@ func TestSharedFallbackChurn(t *testing.T) {
 	healthy.Store(1)
 	c.Advance(timeout)
 	p.Reserve(bg, "probe")
-	if r, err := p.Reserve(bg, "z"); err != nil || r.Path() != pace.PathStore {
-		t.Fatalf("after the store recovered: %v, %v; want the store", r.Path(), err)
+	if r, err := p.Reserve(bg, "z"); err != nil || r.Source() != pace.SourceStore {
+		t.Fatalf("after the store recovered: %v, %v; want the store", r.Source(), err)
 	}
 	settled(t, p, base)
 }
@@ -492,8 +492,8 @@ func TestSharedShortDeadlinesBesideAHangingStore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 		r, err := p.Reserve(ctx, fmt.Sprint("k", i))
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || r.Path() == pace.PathFallback {
-			t.Fatalf("decision %d on a hanging store with a deadline below the timeout: path %v, error %v; want the caller's deadline", i, r.Path(), err)
+		if !errors.Is(err, context.DeadlineExceeded) || r.Source() == pace.SourceFallback {
+			t.Fatalf("decision %d on a hanging store with a deadline below the timeout: path %v, error %v; want the caller's deadline", i, r.Source(), err)
 		}
 	}
 }

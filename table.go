@@ -84,16 +84,17 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// NewBuckets returns an empty table. WithClock is the only option it reads.
-func NewBuckets(opts ...Option) *Buckets {
+// NewBuckets returns an empty table that reads time from clock (nil: the
+// monotonic clock; see WithClock).
+func NewBuckets(clock func() time.Time) *Buckets {
 	t := new(Buckets)
-	t.init(newConfig(opts))
+	t.init(clock)
 	return t
 }
 
-func (t *Buckets) init(cfg config) {
+func (t *Buckets) init(clock func() time.Time) {
 	t.seed = maphash.MakeSeed()
-	t.clock = cfg.clock
+	t.clock = clock
 	if t.clock != nil {
 		t.epoch = t.clock()
 	} else {

@@ -2,7 +2,7 @@
 //
 // Wrap decorates a Store and returns the same interface; NewPace builds a
 // Pace whose decisions are counted, NewShared a Shared whose decisions are
-// counted by path; FailureHook counts the decisions a
+// counted by source; Failures counts the decisions a
 // Store wrapped by pace.WithFailurePolicy makes in place of a failed backend;
 // Limits counts the decisions of an httplimit.Middleware per limit.
 // Every metric is registered only on the prometheus.Registerer given, never
@@ -10,7 +10,7 @@
 //
 //	pace_store_operations_total{op, result}         counter   Wrap
 //	pace_store_operation_duration_seconds{op}       histogram Wrap
-//	pace_store_failure_decisions_total{op, result}  counter   FailureHook
+//	pace_store_failure_decisions_total{op, result}  counter   Failures
 //	pace_reservations_total{result}                 counter   NewPace
 //	pace_returned_total                             counter   NewPace
 //	pace_rows                                       gauge     NewPace

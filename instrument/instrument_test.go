@@ -452,11 +452,11 @@ func TestStackContract(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Wrap: %v", err)
 		}
-		hook, err := instrument.FailureHook(reg)
+		hook, err := instrument.Failures(reg)
 		if err != nil {
-			t.Fatalf("FailureHook: %v", err)
+			t.Fatalf("Failures: %v", err)
 		}
-		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.OnFailure(hook))
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.WithObserver(hook))
 		if err != nil {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
@@ -469,11 +469,11 @@ func TestStackContract(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Wrap: %v", err)
 		}
-		hook, err := instrument.FailureHook(reg)
+		hook, err := instrument.Failures(reg)
 		if err != nil {
-			t.Fatalf("FailureHook: %v", err)
+			t.Fatalf("Failures: %v", err)
 		}
-		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.OnFailure(hook))
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.WithObserver(hook))
 		if err != nil {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
@@ -652,7 +652,7 @@ func TestWrapConcurrentCountsExact(t *testing.T) {
 
 func TestWrapRegistersOnlyOnGivenRegisterer(t *testing.T) {
 	mustWrap(t, fakeStore{}, prometheus.NewRegistry())
-	if _, err := instrument.FailureHook(prometheus.NewRegistry()); err != nil {
+	if _, err := instrument.Failures(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := instrument.NewPace(1, prometheus.NewRegistry()); err != nil {
@@ -788,18 +788,18 @@ func TestNewPaceInvalid(t *testing.T) {
 	}
 }
 
-func TestFailureHook(t *testing.T) {
+func TestFailures(t *testing.T) {
 	ctx := context.Background()
 	reg := newCapture()
-	hook, err := instrument.FailureHook(reg)
+	hook, err := instrument.Failures(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := pace.WithFailurePolicy(fakeStore{}, pace.FailOpen, time.Second, pace.OnFailure(hook))
+	open, err := pace.WithFailurePolicy(fakeStore{}, pace.FailOpen, time.Second, pace.WithObserver(hook))
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := pace.WithFailurePolicy(fakeStore{}, pace.FailClosed, time.Second, pace.OnFailure(hook))
+	closed, err := pace.WithFailurePolicy(fakeStore{}, pace.FailClosed, time.Second, pace.WithObserver(hook))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -810,7 +810,7 @@ func TestFailureHook(t *testing.T) {
 	closed.AcquireSlotBurst(ctx, "fail", 2, 3, time.Second, time.Second)
 	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
 	closed.Get(ctx, "fail")                     // no decision: not counted
-	hook("Get", errBackend, true)               // not a deciding method: ignored
+	hook.Failed("Get", errBackend, true)        // not a deciding method: ignored
 	want := `
 # HELP pace_store_failure_decisions_total Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).
 # TYPE pace_store_failure_decisions_total counter
@@ -826,11 +826,11 @@ pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 		t.Error(err)
 	}
 	lint(t, c)
-	if _, err := instrument.FailureHook(reg); err == nil {
-		t.Error("second FailureHook on one registry: nil error; want AlreadyRegisteredError")
+	if _, err := instrument.Failures(reg); err == nil {
+		t.Error("second Failures on one registry: nil error; want AlreadyRegisteredError")
 	}
-	if h, err := instrument.FailureHook(nil); h != nil || !errors.Is(err, pace.ErrInvalidArgument) {
-		t.Errorf("FailureHook(nil) = %v; want ErrInvalidArgument", err)
+	if h, err := instrument.Failures(nil); h != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Errorf("Failures(nil) = %v; want ErrInvalidArgument", err)
 	}
 }
 

@@ -18,8 +18,8 @@ type paceMetrics struct {
 
 var _ pace.Observer = (*paceMetrics)(nil)
 
-// Reserved implements pace.Observer.
-func (m *paceMetrics) Reserved(ok bool) {
+// Decided implements pace.Observer.
+func (m *paceMetrics) Decided(_ pace.Source, ok bool) {
 	if ok {
 		m.reserved.Inc()
 	} else {
@@ -28,7 +28,13 @@ func (m *paceMetrics) Reserved(ok bool) {
 }
 
 // Returned implements pace.Observer.
-func (m *paceMetrics) Returned() { m.returned.Inc() }
+func (m *paceMetrics) Returned(pace.Source) { m.returned.Inc() }
+
+// RoundTrip implements pace.Observer; a Pace makes none.
+func (m *paceMetrics) RoundTrip(int) {}
+
+// Failed implements pace.Observer; a Pace has no backend to fail.
+func (m *paceMetrics) Failed(string, error, bool) {}
 
 // NewPace returns pace.New(perSecond, opts...) with its decisions counted in
 // pace_reservations_total{result} (reserved or refused),

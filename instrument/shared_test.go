@@ -46,7 +46,7 @@ func TestNewShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := instrument.NewShared(s, 2, reg, pace.WithSharedClock(clock.Now), pace.WithFallback(fb, time.Second))
+	p, err := instrument.NewShared(s, 2, reg, pace.WithClock(clock.Now), pace.WithFallback(fb, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func TestNewShared(t *testing.T) {
 	p.Allow(ctx, "c")
 	fr.Return(ctx)
 	want := `
-# HELP pace_shared_decisions_total Shared decisions by the tier that made them (path: store, local or fallback) and outcome (result: reserved or refused).
+# HELP pace_shared_decisions_total Shared decisions by the tier that made them (path: store, held or fallback) and outcome (result: reserved or refused).
 # TYPE pace_shared_decisions_total counter
 pace_shared_decisions_total{path="fallback",result="refused"} 1
 pace_shared_decisions_total{path="fallback",result="reserved"} 1
-pace_shared_decisions_total{path="local",result="refused"} 1
+pace_shared_decisions_total{path="held",result="refused"} 1
 pace_shared_decisions_total{path="store",result="refused"} 0
 pace_shared_decisions_total{path="store",result="reserved"} 3
 # HELP pace_shared_local_rows Rows of the Shared's local tier: keys refused within the last horizon.

@@ -218,7 +218,7 @@ func TestSharedExactRemainingOnOneKey(t *testing.T) {
 	run := func(t *testing.T, c redis.UniversalClient) {
 		clock := newFakeClock()
 		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
-		p, err := pace.NewShared(s, 10, pace.WithSharedClock(clock.Now))
+		p, err := pace.NewShared(s, 10, pace.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func TestSharedReturnsOfOneInstantAreExact(t *testing.T) {
 		clock := newFakeClock()
 		c := testClient(t)
 		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
-		p, err := pace.NewShared(s, 10, pace.WithSharedClock(clock.Now))
+		p, err := pace.NewShared(s, 10, pace.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
