@@ -48,7 +48,17 @@ var byHand = Middleware{Name: "by-hand", Title: "by hand", Module: "github.com/r
 // httplimit: pace's middleware against the same decision written by hand
 // (byHand), against go-chi/httprate and the empty handler alone, on the
 // admit path at 10,000 clients (1,000 under -short), serial and parallel,
-// side by side in one run, with allocations.
+// side by side in one run, with allocations. With go-limiter left out (it
+// refuses on this path), alternated builds of the same binary:
+//
+//	cd bench && go test -c -o b.test . && for i in 0 1 2 3 4 5; do
+//	  PACE_BENCH_REVERSE=$((i%2)) ./b.test -test.run '^$' -test.bench AdmitPath -test.benchtime 300ms >> admit.txt; done
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl admit.txt
+//
+// At Admit's 10⁹ a second, pace's RateLimit item (r=999999999) is beyond
+// httplimit's cache of lines and is made for each request: one of its
+// three allocations here, which a limit of up to 1,024 a second does not
+// make.
 func BenchmarkAdmitPath(b *testing.B) {
 	var impls []Impl
 	for _, m := range append(Middlewares(nil), byHand) {
