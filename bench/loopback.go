@@ -100,6 +100,10 @@ func (s *LoadServer) Close() error {
 	return err
 }
 
+// loadGrace is how long a connection waits for a response past the end of
+// its run (or for each warmup) before it fails: a bound, not a timing.
+const loadGrace = 10 * time.Second
+
 // maxLoadConns is the number of distinct client addresses a load test can
 // dial from: 127.0.0.2 to 127.0.0.251.
 const maxLoadConns = 250
@@ -137,6 +141,10 @@ func DialLoad(addr string, conns, warmup int) (*LoadClients, error) {
 			return nil, err
 		}
 		l.cs = append(l.cs, c)
+		if err := c.c.SetDeadline(time.Now().Add(loadGrace)); err != nil {
+			l.Close()
+			return nil, err
+		}
 		for range warmup {
 			if _, err := c.do(); err != nil {
 				l.Close()
@@ -171,6 +179,10 @@ func (l *LoadClients) Run(requests int, d time.Duration) (LoadResult, error) {
 	start := time.Now()
 	deadline := start.Add(d)
 	for _, c := range l.cs {
+		// A server that stops answering fails the run instead of hanging it.
+		if err := c.c.SetDeadline(deadline.Add(loadGrace)); err != nil {
+			return res, err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
