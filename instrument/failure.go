@@ -17,8 +17,10 @@ var errNilRegisterer = fmt.Errorf("instrument: nil registerer: %w", pace.ErrInva
 // result is allowed (fail-open) or rejected (fail-closed). All six series
 // exist from registration, at zero. The backend error is not a label (its
 // text is unbounded): to log it, call the returned hook from your own.
-// FailureHook returns the registration error and no hook, or an error
-// wrapping pace.ErrInvalidArgument when reg is nil. The hook is safe for
+// FailureHook returns an error wrapping pace.ErrInvalidArgument, and no hook,
+// when reg is nil or refuses the metrics (wrapping the registry's error
+// too; one hook serves any number of stores, or give each a label value of
+// its own, see the package doc). The hook is safe for
 // concurrent use by multiple goroutines.
 func FailureHook(reg prometheus.Registerer) (pace.FailureHook, error) {
 	if reg == nil {
@@ -35,7 +37,7 @@ func FailureHook(reg prometheus.Registerer) (pace.FailureHook, error) {
 		count[o][0] = vec.WithLabelValues(opNames[o], resultNames[resRejected])
 		count[o][1] = vec.WithLabelValues(opNames[o], resultNames[resAllowed])
 	}
-	if err := reg.Register(vec); err != nil {
+	if err := register(reg, vec, "FailureHook's pace_store_failure_decisions_total", labelFix("store", "failure policy")); err != nil {
 		return nil, err
 	}
 	return func(method string, _ error, allowed bool) {
