@@ -18,8 +18,10 @@ var errNilRegisterer = fmt.Errorf("instrument: nil registerer: %w", pace.ErrInva
 // (fail-open) or rejected (fail-closed). All six series exist from
 // registration, at zero. The backend error is not a label (its text is
 // unbounded): to log it, wrap the returned Observer's Failed in your own.
-// Failures returns the registration error and no Observer, or an error
-// wrapping pace.ErrInvalidArgument when reg is nil. The Observer is safe for
+// Failures returns an error wrapping pace.ErrInvalidArgument, and no
+// Observer, when reg is nil or refuses the metrics (wrapping the registry's
+// error too; one Observer serves any number of stores, or give each a label
+// value of its own, see the package doc). The Observer is safe for
 // concurrent use by multiple goroutines.
 func Failures(reg prometheus.Registerer) (pace.Observer, error) {
 	if reg == nil {
@@ -36,7 +38,7 @@ func Failures(reg prometheus.Registerer) (pace.Observer, error) {
 		m.count[o][0] = vec.WithLabelValues(opNames[o], resultNames[resRejected])
 		m.count[o][1] = vec.WithLabelValues(opNames[o], resultNames[resAllowed])
 	}
-	if err := reg.Register(vec); err != nil {
+	if err := register(reg, vec, "Failures' pace_store_failure_decisions_total", labelFix("store", "failure policy")); err != nil {
 		return nil, err
 	}
 	return m, nil

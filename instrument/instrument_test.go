@@ -893,3 +893,68 @@ func ExampleWrap() {
 	// pace_store_operations_total{op="get",result="not_found"} 1
 	// pace_store_operations_total{op="token_bucket",result="allowed"} 1
 }
+
+// TestRegisterTwice: a second Wrap, NewPace, NewShared or Failures on
+// one registry with the same labels is an error wrapping
+// pace.ErrInvalidArgument (and the registry's AlreadyRegisteredError) that
+// says what to do, as is one under a label beside one without; under label
+// values of their own, two register on one registry and lint clean.
+func TestRegisterTwice(t *testing.T) {
+	for _, c := range []struct {
+		name, label string
+		register    func(reg prometheus.Registerer) error
+	}{
+		{"Wrap", "store", func(reg prometheus.Registerer) error {
+			_, err := instrument.Wrap(fakeStore{}, reg)
+			return err
+		}},
+		{"NewPace", "limit", func(reg prometheus.Registerer) error {
+			_, err := instrument.NewPace(1, reg)
+			return err
+		}},
+		{"NewShared", "limit", func(reg prometheus.Registerer) error {
+			_, err := instrument.NewShared(memory.New(), 1, reg)
+			return err
+		}},
+		{"Failures", "store", func(reg prometheus.Registerer) error {
+			_, err := instrument.Failures(reg)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			if err := c.register(reg); err != nil {
+				t.Fatal(err)
+			}
+			err := c.register(reg)
+			if !errors.Is(err, pace.ErrInvalidArgument) || !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				t.Fatalf("second %s on one registry: %v; want an error wrapping ErrInvalidArgument and AlreadyRegisteredError", c.name, err)
+			}
+			checkMessage(t, err, c.name, "WrapRegistererWith", `"`+c.label+`"`)
+			err = c.register(prometheus.WrapRegistererWith(prometheus.Labels{c.label: "a"}, reg))
+			if !errors.Is(err, pace.ErrInvalidArgument) {
+				t.Fatalf("%s under a label beside one without: %v; want an error wrapping ErrInvalidArgument", c.name, err)
+			}
+			checkMessage(t, err, c.name, "WrapRegistererWith")
+
+			shared := prometheus.NewPedanticRegistry()
+			for _, v := range []string{"a", "b"} {
+				if err := c.register(prometheus.WrapRegistererWith(prometheus.Labels{c.label: v}, shared)); err != nil {
+					t.Fatalf("%s with %s=%s: %v", c.name, c.label, v, err)
+				}
+			}
+			if problems, err := testutil.GatherAndLint(shared); err != nil || len(problems) > 0 {
+				t.Errorf("lint: %v, %v", problems, err)
+			}
+			values := map[string]bool{}
+			eachLabel(t, shared, func(_, name, value string) {
+				if name == c.label {
+					values[value] = true
+				}
+			})
+			if len(values) != 2 {
+				t.Errorf("values of %s: %v; want a and b", c.label, values)
+			}
+		})
+	}
+}

@@ -61,12 +61,13 @@ func (m *sharedMetrics) Returned(path pace.Source) {
 // pace_shared_round_trip_decisions, pace_shared_returned_total{path} and the
 // gauge pace_shared_local_rows, registered on reg (docs/metrics.md). A
 // pace.Observer appended to opts does the counting, and replaces any
-// pace.WithSharedObserver in opts. Store errors are not counted here: wrap s
+// pace.WithObserver in opts. Store errors are not counted here: wrap s
 // with Wrap for those.
 //
-// NewShared returns pace.NewShared's error without registering anything, the
-// registration error without the Shared, or an error wrapping
-// pace.ErrInvalidArgument when reg is nil.
+// NewShared returns pace.NewShared's error without registering anything, or
+// an error wrapping pace.ErrInvalidArgument when reg is nil or refuses the
+// metrics (wrapping the registry's error too; see NewPace for two on one
+// registry).
 func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opts ...pace.Option) (*pace.Shared, error) {
 	if reg == nil {
 		return nil, errNilRegisterer
@@ -104,7 +105,7 @@ func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opt
 		return nil, err
 	}
 	m.rows = rowsGauge("shared", "local_rows", "Rows of the Shared's local tier: keys refused within the last horizon.", p.Len)
-	if err := reg.Register(collectors{m.decisions, m.roundTrips, m.returns, m.rows}); err != nil {
+	if err := register(reg, collectors{m.decisions, m.roundTrips, m.returns, m.rows}, "NewShared's metrics (pace_shared_*)", labelFix("limit", "Shared")); err != nil {
 		return nil, err
 	}
 	return p, nil

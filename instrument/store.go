@@ -172,10 +172,12 @@ func outcome(err error, decides, allowed bool) result {
 // (see WithBuckets). The label values are listed in docs/metrics.md; the key
 // is never a label.
 //
-// Wrap registers on reg only, all or nothing: it returns the registration
-// error (a prometheus.AlreadyRegisteredError when reg already has these
-// metrics) and registers nothing, or an error wrapping
-// pace.ErrInvalidArgument when s or reg is nil or an option is invalid. The
+// Wrap registers on reg only, all or nothing: when reg refuses the metrics
+// it registers nothing and returns an error wrapping pace.ErrInvalidArgument
+// and the registry's error (a prometheus.AlreadyRegisteredError when reg
+// already has them with the same labels: give each store a label value of
+// its own, see the package doc); it returns an error wrapping
+// pace.ErrInvalidArgument when s or reg is nil or an option is invalid too. The
 // result is safe for concurrent use if s is, and adds two clock readings, a
 // histogram observation and a counter increment to each call, without
 // allocating.
@@ -191,7 +193,7 @@ func Wrap(s pace.Store, reg prometheus.Registerer, opts ...Option) (pace.Store, 
 		return nil, err
 	}
 	m := newStoreMetrics(cfg)
-	if err := reg.Register(m); err != nil {
+	if err := register(reg, m, "Wrap's metrics (pace_store_operations_total, pace_store_operation_duration_seconds)", labelFix("store", "store")); err != nil {
 		return nil, err
 	}
 	w := &store{s: s, m: m}
