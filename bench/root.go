@@ -13,11 +13,11 @@ import (
 func RepoRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOWORK").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOWORK: %w", err)
+		return "", fmt.Errorf("bench: go env GOWORK: %w", err)
 	}
 	work := strings.TrimSpace(string(out))
 	if work == "" || work == "off" {
-		return "", errors.New("run it from inside the repository, where go.work is (go run ./bench/cmd/...)")
+		return "", errors.New("bench: run it from inside the repository, where go.work is (go run ./bench/cmd/...)")
 	}
 	return filepath.Dir(work), nil
 }
