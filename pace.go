@@ -16,7 +16,8 @@ import (
 // the event back when the request is then rejected for another reason, so a
 // forger naming someone else's key spends none of its pace. Allow is a
 // Reserve never returned. Full buckets are forgotten: memory is bounded by
-// the keys that took within the last two horizons (one second at N >= 1).
+// the keys that took within the last two refill times of a whole bucket (one
+// second each at N >= 1).
 //
 // The pace is per process: N replicas give a client up to N × the pace (see
 // Shared). A decision takes no lock and writes only its key's 8 bytes. Pace

@@ -72,7 +72,7 @@ func NewShape(capacity, perSecond, cost float64) (Shape, error) {
 func (b Shape) Interval() time.Duration { return b.interval }
 
 // Tolerance reports the time an empty bucket takes to refill to full: the
-// horizon after which every row of this shape can be forgotten.
+// time after which every row of this shape can be forgotten.
 func (b Shape) Tolerance() time.Duration { return b.tolerance }
 
 // Take decides one take at now from a bucket whose TAT is tat. When it fits,

@@ -77,8 +77,8 @@ func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opt
 			Namespace: namespace,
 			Subsystem: "shared",
 			Name:      "decisions_total",
-			Help:      "Shared decisions by the tier that made them (path: store, held or fallback) and outcome (result: reserved or refused).",
-		}, []string{"path", "result"}),
+			Help:      "Shared decisions by the tier that made them (source: store, held or fallback) and outcome (result: reserved or refused).",
+		}, []string{"source", "result"}),
 		roundTrips: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace,
 			Subsystem: "shared",
@@ -90,8 +90,8 @@ func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opt
 			Namespace: namespace,
 			Subsystem: "shared",
 			Name:      "returned_total",
-			Help:      "Shared reservations given back by SharedReservation.Return, by the tier that had admitted them (path: store or fallback).",
-		}, []string{"path"}),
+			Help:      "Shared reservations given back by SharedReservation.Return, by the tier that had admitted them (source: store or fallback).",
+		}, []string{"source"}),
 	}
 	for _, path := range sharedPaths {
 		m.decided[path][0] = m.decisions.WithLabelValues(path.String(), "refused")
@@ -104,7 +104,7 @@ func NewShared(s driver.Taker, perSecond float64, reg prometheus.Registerer, opt
 	if err != nil {
 		return nil, err
 	}
-	m.rows = rowsGauge("shared", "local_rows", "Rows of the Shared's local tier: keys refused within the last horizon.", p.Len)
+	m.rows = rowsGauge("shared", "local_rows", "Rows of the Shared's local tier: keys refused within the last refill time of the longest limit.", p.Len)
 	if err := register(reg, collectors{m.decisions, m.roundTrips, m.returns, m.rows}, "NewShared's metrics (pace_shared_*)", labelFix("limit", "Shared")); err != nil {
 		return nil, err
 	}

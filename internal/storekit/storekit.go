@@ -13,7 +13,7 @@ import (
 
 // ErrDisagree reports a server-side take whose decision differs from
 // driver.TakeAll on the state it read: a bug, never a limit.
-var ErrDisagree = errors.New("storekit: the server's take and pace.TakeAll disagree")
+var ErrDisagree = errors.New("storekit: the server's take and driver.TakeAll disagree")
 
 // Grant derives the outcome of a take from what the server's script or
 // function read (tats, the arrival times before the decision; now, its
