@@ -200,4 +200,3 @@ func (r *Reservation) Return() {
 		p.obs.Returned(SourceMemory)
 	}
 }
-

@@ -39,7 +39,6 @@ type Shared struct {
 	rt roundTrips
 }
 
-
 // NewShared returns a Shared keeping a pace of perSecond events per second
 // per key, with a bucket of one second of it (as New), in s, shared by every
 // process that uses the same store. Options add quotas (WithQuota), a
