@@ -133,8 +133,15 @@ func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.Interv
 // max(1, rate × 1s), rounded down.
 func (p *Pace) Burst() int { return int(p.b.Tolerance() / p.b.Interval()) }
 
-// Reservation is the outcome of Pace.Reserve: a small value that does not
-// allocate. Its methods are not safe for concurrent use on the same variable.
+// Reservation is the outcome of Pace.Reserve, kept in a variable:
+//
+//	res := p.Reserve(id)
+//	if !res.OK() { tooMany(w, res.RetryAfter()); return }
+//	if !valid(r) { res.Return(); deny(w); return }
+//
+// It is a small value that does not allocate. Its methods are not safe for
+// concurrent use on the same variable, and have pointer receivers (so
+// p.Reserve(id).OK() does not compile: keep the result in a variable).
 //
 // A Reservation must not be copied: go vet's copylocks check reports copies.
 // Return disarms the variable it is called on, not its copies. A second
