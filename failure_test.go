@@ -573,10 +573,10 @@ func TestFailurePolicyContract(t *testing.T) {
 		clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		storetest.Run(t, func(t *testing.T) pace.Store {
 			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0)
-		}, storetest.WithClock(clk.Advance))
+		}, storetest.WithAdvance(clk.Advance))
 		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
 			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0).(storetest.TakeStore)
-		}, storetest.WithClock(clk.Advance))
+		}, storetest.WithAdvance(clk.Advance))
 	})
 }
 

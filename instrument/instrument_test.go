@@ -461,7 +461,7 @@ func TestStackContract(t *testing.T) {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
 		return s
-	}, storetest.WithClock(clk.Advance))
+	}, storetest.WithAdvance(clk.Advance))
 	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
 		reg := prometheus.NewPedanticRegistry()
 		regs = append(regs, reg)
@@ -478,7 +478,7 @@ func TestStackContract(t *testing.T) {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
 		return s.(storetest.TakeStore)
-	}, storetest.WithClock(clk.Advance))
+	}, storetest.WithAdvance(clk.Advance))
 	if len(regs) == 0 {
 		t.Fatal("the suite made no store")
 	}

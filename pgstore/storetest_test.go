@@ -50,12 +50,12 @@ func TestContractFakeClock(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		return withClock(s, c)
-	}, storetest.WithClock(c.Advance))
+	}, storetest.WithAdvance(c.Advance))
 	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
 		s, err := New(context.Background(), pool, WithSchema(schema))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
 		return withClock(s, c)
-	}, storetest.WithClock(c.Advance))
+	}, storetest.WithAdvance(c.Advance))
 }

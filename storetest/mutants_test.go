@@ -95,8 +95,8 @@ func runRecorded(newStore func(clk *fakeclock.Clock) TakeStore) map[string][]str
 	clk := fakeclock.New(epoch)
 	f := &failures{msgs: make(map[string][]string)}
 	rec := &recorder{name: "root", failures: f}
-	run(rec, seed, func(tb) (pace.Store, driver.Taker) { return newStore(clk), nil }, WithClock(clk.Advance))
-	run(rec, takes, func(tb) (pace.Store, driver.Taker) { s := newStore(clk); return s, s }, WithClock(clk.Advance))
+	run(rec, seed, func(tb) (pace.Store, driver.Taker) { return newStore(clk), nil }, WithAdvance(clk.Advance))
+	run(rec, takes, func(tb) (pace.Store, driver.Taker) { s := newStore(clk); return s, s }, WithAdvance(clk.Advance))
 	return f.msgs
 }
 

@@ -28,8 +28,8 @@
 // expiries that must not have happened yet use rates and TTLs of an hour,
 // and those that must have happened are polled for with a deadline of
 // several seconds. They take a few seconds of real time, so without
-// WithClock the subtests run in parallel. A store that can be driven by a
-// fake clock passes WithClock, and the suite then never sleeps.
+// WithAdvance the subtests run in parallel. A store that can be driven by a
+// fake clock passes WithAdvance, and the suite then never sleeps.
 //
 // The subtests of Take, TakeMany and Refund read the store's clock from the
 // receipts it returns (driver.Receipt.At and Reserved), so they check the
@@ -55,13 +55,14 @@ type config struct {
 	advance func(time.Duration)
 }
 
-// WithClock tells Run that every store newStore returns reads one fake clock,
-// and that advance(d) moves that clock forward by d. The suite then advances
-// the clock wherever it would otherwise wait in real time, and runs its
+// WithAdvance tells Run that every store newStore returns reads one fake
+// clock (set by the store's own WithClock), and that advance(d) moves that
+// clock forward by d. The suite then advances the clock wherever it would
+// otherwise wait in real time, and runs its
 // subtests one after another (they share the clock). advance must be safe
-// for concurrent use with the stores reading the clock. Without WithClock
+// for concurrent use with the stores reading the clock. Without WithAdvance
 // the suite waits in real time and runs its subtests in parallel.
-func WithClock(advance func(d time.Duration)) Option {
+func WithAdvance(advance func(d time.Duration)) Option {
 	return func(c *config) { c.advance = advance }
 }
 
