@@ -255,8 +255,8 @@ type Ticket struct {
 	holds    []hold // by limit index
 	wait     time.Duration
 	err      error
-	pending  int         // limits looked at, not yet taken
-	stop     func() bool // stops the slot refresh
+	pending  int        // limits looked at, not yet taken
+	ref      *refresher // keeps the slots alive until Finish
 }
 
 // Decide decides one request: for each limit, in decision order, it asks
@@ -356,7 +356,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 	}
 	t.outcome = Admitted
 	if l.slots {
-		t.stop = l.cfg.afterFunc(l.minTTL/3, t.refresh)
+		t.ref = newRefresher(l, ctx, t.holds)
 	}
 	return Admitted
 }
@@ -579,8 +579,8 @@ func (t *Ticket) Finish(status int) {
 		return
 	}
 	t.finished = true
-	if t.stop != nil {
-		t.stop()
+	if t.ref != nil {
+		t.ref.halt()
 	}
 	// After a refusal (by Verify, say) only slots are still held: release
 	// them whatever the outcome.
@@ -636,24 +636,74 @@ func releaseContext(parent context.Context) (context.Context, context.CancelFunc
 // means the presentation was not.
 func accepted(status int) bool { return status < 400 }
 
-// refresh extends the ttl of the slots the ticket holds, and arms the next
-// refresh, until Finish.
-func (t *Ticket) refresh() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finished {
-		return
-	}
-	every := t.l.minTTL / 3
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), every)
-	for i := range t.holds {
-		if h := &t.holds[i]; h.state == holdSlot {
-			lim := &t.l.limits[i]
-			lim.store.RefreshSlot(ctx, h.key, lim.ttl) // a failure is retried at the next refresh
+// refresher extends the ttl of the slots one admission holds every third
+// of the shortest ttl, until Finish halts it. It is apart from the Ticket,
+// which is recycled (a Middleware's) or reused (a Limiter caller's) once
+// finished: a refresh that fired while Finish ran, and runs after it, finds
+// its refresher halted and touches nothing else.
+type refresher struct {
+	l     *Limiter
+	ctx   context.Context // of the decision, without its cancellation
+	slots []slotRef
+	every time.Duration
+
+	mu     sync.Mutex
+	halted bool        // guarded by mu
+	stop   func() bool // the armed timer; guarded by mu
+}
+
+// slotRef is one slot a refresher keeps alive: the limit's index and the
+// store key.
+type slotRef struct {
+	limit int
+	key   string
+}
+
+// newRefresher returns the refresher of the slots in holds, armed.
+func newRefresher(l *Limiter, ctx context.Context, holds []hold) *refresher {
+	r := &refresher{l: l, ctx: context.WithoutCancel(ctx), every: l.minTTL / 3}
+	for i := range holds {
+		if h := &holds[i]; h.state == holdSlot {
+			r.slots = append(r.slots, slotRef{i, h.key})
 		}
 	}
+	r.mu.Lock()
+	r.stop = l.cfg.afterFunc(r.every, r.refresh)
+	r.mu.Unlock()
+	return r
+}
+
+// halt stops the refreshes: none starts after it returns, and one under way
+// arms no other.
+func (r *refresher) halt() {
+	r.mu.Lock()
+	r.halted = true
+	stop := r.stop
+	r.mu.Unlock()
+	stop()
+}
+
+// refresh extends the slots' ttl and arms the next refresh, unless halted.
+// The store calls are made without the lock, so that halt never waits for
+// a slow store.
+func (r *refresher) refresh() {
+	r.mu.Lock()
+	halted := r.halted
+	r.mu.Unlock()
+	if halted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.every)
+	for _, s := range r.slots {
+		lim := &r.l.limits[s.limit]
+		lim.store.RefreshSlot(ctx, s.key, lim.ttl) // a failure is retried at the next refresh
+	}
 	cancel()
-	t.stop = t.l.cfg.afterFunc(every, t.refresh)
+	r.mu.Lock()
+	if !r.halted {
+		r.stop = r.l.cfg.afterFunc(r.every, r.refresh)
+	}
+	r.mu.Unlock()
 }
 
 // RateLimit returns the RateLimit field for the ticket (draft-ietf-httpapi-
@@ -713,5 +763,5 @@ func retryAfterSeconds(d time.Duration) int64 {
 func (t *Ticket) reset() {
 	clear(t.holds)
 	t.outcome, t.finished, t.failed, t.pending = 0, false, 0, 0
-	t.l, t.ctx, t.holds, t.wait, t.err, t.stop = nil, nil, nil, 0, nil, nil
+	t.l, t.ctx, t.holds, t.wait, t.err, t.ref = nil, nil, nil, 0, nil, nil
 }
