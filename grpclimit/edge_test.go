@@ -1,0 +1,68 @@
+package grpclimit_test
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/ratepace/pace/grpclimit"
+)
+
+// callCtx is the incoming context of a call carrying the metadata pairs md.
+func callCtx(md ...string) context.Context {
+	return metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...))
+}
+
+var unaryInfo = &grpc.UnaryServerInfo{FullMethod: "/test.Service/Method"}
+
+// TestVerifiedAfterHandlerReturned: Verified called with the context of a
+// call whose handler has returned (a goroutine the handler left behind)
+// answers nil, as there is nothing to take, and never panics: gRPC does not
+// recover handler goroutines, so a panic there kills the server.
+func TestVerifiedAfterHandlerReturned(t *testing.T) {
+	clk := newClock()
+	ic := mustNew(t, []grpclimit.Limit{
+		grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("client-id"), grpclimit.Name("per-client"), grpclimit.DecideAfterVerify()),
+	})
+	var kept context.Context
+	_, err := ic.Unary(callCtx("client-id", "c1"), nil, unaryInfo, func(ctx context.Context, _ any) (any, error) {
+		kept = ctx
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := grpclimit.Verified(kept); err != nil {
+		t.Fatalf("Verified after the handler returned: %v; want nil", err)
+	}
+}
+
+// TestVerifiedAllOrNothingAcrossChain: when an outer Interceptor's
+// DecideAfterVerify limit refuses in Verified after an inner one took its
+// event, the inner one gives its event back too, as within one
+// Interceptor: the refused call spends nothing anywhere.
+func TestVerifiedAllOrNothingAcrossChain(t *testing.T) {
+	clk := newClock()
+	perClient := newPace(t, 1, clk)
+	perKey := newPace(t, 1, clk)
+	outer := mustNew(t, []grpclimit.Limit{
+		grpclimit.Pace(perClient, grpclimit.Metadata("client-id"), grpclimit.Name("per-client"), grpclimit.DecideAfterVerify()),
+	})
+	inner := mustNew(t, []grpclimit.Limit{grpclimit.Pace(perKey, grpclimit.Metadata("api-key"), grpclimit.Name("per-key"))})
+	var verr error
+	handler := func(ctx context.Context, _ any) (any, error) {
+		perClient.Allow("c1") // another call takes the client's event while this one verifies
+		verr = grpclimit.Verified(ctx)
+		return nil, verr
+	}
+	_, err := outer.Unary(callCtx("client-id", "c1", "api-key", "k1"), nil, unaryInfo, func(ctx context.Context, req any) (any, error) {
+		return inner.Unary(ctx, req, unaryInfo, handler)
+	})
+	refusal(t, verr, "per-client")
+	refusal(t, err, "per-client")
+	if ok, _ := perKey.Peek("k1"); !ok {
+		t.Fatal("the inner Interceptor kept its event after the outer one refused in Verified")
+	}
+}
