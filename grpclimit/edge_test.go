@@ -2,10 +2,12 @@ package grpclimit_test
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/ratepace/pace/grpclimit"
 )
@@ -64,5 +66,23 @@ func TestVerifiedAllOrNothingAcrossChain(t *testing.T) {
 	refusal(t, err, "per-client")
 	if ok, _ := perKey.Peek("k1"); !ok {
 		t.Fatal("the inner Interceptor kept its event after the outer one refused in Verified")
+	}
+}
+
+// TestClientIPNAT64: a peer seen through NAT64's well-known prefix
+// 64:ff9b::/96 (RFC 6052) is keyed by its IPv4 address, as an IPv4-mapped
+// one is, not grouped with every other translated client under one /64.
+func TestClientIPNAT64(t *testing.T) {
+	for addr, want := range map[string]string{
+		"64:ff9b::c000:201": "192.0.2.1",
+		"64:ff9b::c000:202": "192.0.2.2",
+		"::ffff:192.0.2.1":  "192.0.2.1",
+		"2001:db8::1":       "2001:db8::/64",
+	} {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(addr), Port: 443}})
+		got, err := grpclimit.ClientIP()(ctx, "/m")
+		if err != nil || got != want {
+			t.Errorf("ClientIP of peer %s = %q, %v; want %q", addr, got, err, want)
+		}
 	}
 }

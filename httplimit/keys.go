@@ -233,7 +233,9 @@ type replayBody struct {
 // walked from the right, skipping trusted hops: whatever a client wrote
 // stands to the left of what its first proxy appended. A malformed or
 // conflicting entry is a *KeyError answered 400 (ClientIPWith and
-// ProxyHeader name the one header your proxies write). IPv6 addresses are
+// ProxyHeader name the one header your proxies write). IPv4-mapped
+// addresses and IPv4 addresses behind NAT64's well-known prefix
+// 64:ff9b::/96 are keyed by their IPv4 address; other IPv6 addresses are
 // grouped by /64 (IPv6Bits). ClientIP has no error result: an invalid prefix
 // in trusted (the zero netip.Prefix) makes every call fail with a *KeyError
 // wrapping pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at
@@ -434,12 +436,26 @@ func parseRemote(s string) (a netip.Addr, hostPort, ok bool) {
 	return netip.Addr{}, false, false
 }
 
-// normal drops a's zone and reads an IPv4-mapped IPv6 address as IPv4, so
-// that ::ffff:192.0.2.1 and 192.0.2.1 are one client (and IPv4 clients are
-// not grouped together by an IPv6 prefix).
+// normal drops a's zone and reads an IPv4-mapped IPv6 address
+// (::ffff:0:0/96) and an IPv4 address translated by NAT64 under the
+// well-known prefix 64:ff9b::/96 (RFC 6052, section 2.1) as the IPv4
+// address it stands for, so that ::ffff:192.0.2.1, 64:ff9b::192.0.2.1 and
+// 192.0.2.1 are one client (and IPv4 clients are not grouped together by
+// an IPv6 prefix). Network-specific NAT64 prefixes cannot be told from
+// IPv6 addresses, and are keyed as IPv6.
 func normal(a netip.Addr) netip.Addr {
-	return a.Unmap().WithZone("")
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		if b := a.As16(); [12]byte(b[:12]) == nat64WellKnown {
+			return netip.AddrFrom4([4]byte(b[12:]))
+		}
+	}
+	return a
 }
+
+// nat64WellKnown is the first 96 bits of the NAT64 well-known prefix,
+// 64:ff9b::/96.
+var nat64WellKnown = [12]byte{0, 0x64, 0xff, 0x9b}
 
 // validToken reports whether s is a non-empty HTTP token (a valid field
 // name).
