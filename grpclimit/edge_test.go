@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/ratepace/pace/grpclimit"
+	"github.com/ratepace/pace/memory"
 )
 
 // callCtx is the incoming context of a call carrying the metadata pairs md.
@@ -84,5 +85,28 @@ func TestClientIPNAT64(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("ClientIP of peer %s = %q, %v; want %q", addr, got, err, want)
 		}
+	}
+}
+
+// TestNamesNeverShareStateGRPC: as httplimit's TestNamesNeverShareState,
+// through an Interceptor: limit "api" keyed by metadata the client chooses
+// cannot spend the bucket of limit "api:ip" for another peer.
+func TestNamesNeverShareStateGRPC(t *testing.T) {
+	clk := newClock()
+	st := memory.New(memory.WithClock(clk.Now))
+	ic := mustNew(t, []grpclimit.Limit{
+		grpclimit.Bucket(st, 1, 0.001, grpclimit.Metadata("client"), grpclimit.Name("api")),
+		grpclimit.Bucket(st, 1, 0.001, grpclimit.ClientIP(), grpclimit.Name("api:ip")),
+	})
+	call := func(addr, client string) error {
+		ctx := peer.NewContext(callCtx("client", client), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP(addr), Port: 1}})
+		_, err := ic.Unary(ctx, nil, unaryInfo, func(context.Context, any) (any, error) { return nil, nil })
+		return err
+	}
+	if err := call("198.51.100.9", "ip:192.0.2.1"); err != nil {
+		t.Fatalf("forger: %v", err)
+	}
+	if err := call("192.0.2.1", "v"); err != nil {
+		t.Fatalf("victim at 192.0.2.1: %v; want admitted: limit \"api\" reached the bucket of \"api:ip\"", err)
 	}
 }

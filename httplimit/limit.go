@@ -79,8 +79,10 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // capacity tokens, refilled at refillPerSec tokens per second, shared by
 // every process that uses the same store. capacity must be at least 1 and
 // refillPerSec positive; both finite. The key in the store is "httplimit:" +
-// the limit's name + ":" + the key, so two Bucket limits of the same name (in
-// two replicas) share a bucket. It can be given back (Return, ReturnOn)
+// the limit's name, with '%' and ':' escaped as "%25" and "%3A", + ":" + the
+// key, so two Bucket limits of the same name (in two replicas) share a
+// bucket and limits of different names never do, whatever the names and
+// keys contain. It can be given back (Return, ReturnOn)
 // through Store.Refund: the request's own token, as much of it as has not
 // refilled, once; a refund that fails leaves the token spent. It sends r and
 // t as the store reports them. A store error is decided by the store's
@@ -159,7 +161,7 @@ type limit struct {
 	Limit
 	index       int    // position in the list given to New
 	name        string // the policy name
-	prefix      string // of a Store key: "httplimit:" + name + ":"
+	prefix      string // of a Store key: storePrefix(name)
 	returnOn    statusSet
 	afterVerify bool
 
@@ -234,7 +236,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		return c, invalidf("limit %q: DecideAfterVerify needs a Pace limit", c.name)
 	}
 	c.afterVerify = cfg.afterVerify
-	c.prefix = "httplimit:" + c.name + ":"
+	c.prefix = storePrefix(c.name)
 	switch l.kind {
 	case kindPace:
 		if l.pace == nil {
@@ -348,6 +350,32 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// storePrefix returns the prefix of the store keys of the limit named name:
+// "httplimit:", the name with '%' and ':' escaped as "%25" and "%3A", and
+// ":". The escaped name holds no ':', so the first ':' after "httplimit:"
+// ends it: a store key names one limit and one key, whatever either
+// contains, and limits of different names never share state. A name
+// without '%' or ':' is written as it is.
+func storePrefix(name string) string {
+	if !strings.ContainsAny(name, "%:") {
+		return "httplimit:" + name + ":"
+	}
+	var b strings.Builder
+	b.WriteString("httplimit:")
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '%':
+			b.WriteString("%25")
+		case ':':
+			b.WriteString("%3A")
+		default:
+			b.WriteByte(name[i])
+		}
+	}
+	b.WriteByte(':')
+	return b.String()
 }
 
 // badName returns what is wrong with a limit name, or "" when it is 1 to 64
