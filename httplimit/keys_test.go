@@ -307,7 +307,8 @@ func TestClientID(t *testing.T) {
 			r.Header.Set("Content-Type", "application/json")
 			return r
 		}(), "", 400},
-		{"GET", httptest.NewRequest(http.MethodGet, "/token?client_id=x", nil), "", 400},
+		{"GET with the id in the query", httptest.NewRequest(http.MethodGet, "/token?client_id=x", nil), "x", 0},
+		{"GET without an id", httptest.NewRequest(http.MethodGet, "/token?grant_type=x", nil), "", 400},
 		{"long id", post("client_id=" + strings.Repeat("a", httplimit.MaxKeyLen+1)), "", 400},
 		{"body over bound", post("client_id=x&pad=" + strings.Repeat("a", httplimit.DefaultMaxFormBody)), "", 413},
 		{"chunked body over bound", chunked, "", 413},
