@@ -369,7 +369,8 @@ func TestFailurePolicyTimeout(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
-		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		backend := &hangingStore{deadlines: deadlines}
+		s := mustFailurePolicy(t, backend, p, timeout, pace.OnFailure(rec.hook))
 		start := time.Now()
 		got := make(chan policyDecision, 1)
 		go func() {
@@ -406,15 +407,34 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Get reached the backend without a deadline", p)
 		}
-		// Take too: Shared, its caller, has its own fallback.
-		if g, err := s.Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%v: Take on a hung backend = %+v, %v; want not OK, context.DeadlineExceeded", p, g, err)
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls for Get: %v", p, calls)
+		}
+		// Take is a decision too: the policy decides it, with an admission
+		// that took nothing (the zero Receipt, whose Refund does nothing) or
+		// the fail-closed retry-after.
+		shape, err := pace.NewBucket(5, 5, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.Take(context.Background(), "k", []pace.Bucket{shape})
+		want := pace.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = pace.Grant{RetryAfter: time.Second}
+		}
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a hung backend = %+v, %v; want %+v, nil", p, g, err, want)
 		}
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Take reached the backend without a deadline", p)
 		}
-		if calls := rec.take(); len(calls) != 0 {
-			t.Errorf("%v: hook calls for Get and Take: %v", p, calls)
+		if calls := rec.take(); len(calls) != 1 || calls[0].op != "Take" || !errors.Is(calls[0].err, context.DeadlineExceeded) {
+			t.Errorf("%v: hook calls for Take: %v; want one", p, calls)
+		}
+		backend.err = errors.New("backend: down")
+		n := backend.calls.Load()
+		if err := s.Refund(context.Background(), "k", []pace.Bucket{shape}, g.Receipt); err != nil || backend.calls.Load() != n {
+			t.Errorf("%v: Refund of the zero Receipt = %v, %d backend calls; want nil, none", p, err, backend.calls.Load()-n)
 		}
 	}
 }
@@ -444,14 +464,8 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 		backend := &failingStore{err: errBackendDown}
 		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
 		_, getErr := s.Get(ctx, "k")
-		g, takeErr := s.Take(ctx, "k", nil)
-		if g != (pace.Grant{}) {
-			t.Errorf("%v: Take on a failing backend = %+v; want the zero Grant", p, g)
-		}
 		for name, err := range map[string]error{
-			"Take":             takeErr,
-			"TakeMany":         s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)),
-			"Refund":           s.Refund(ctx, "k", nil, pace.Receipt{}),
+			"Refund":           s.Refund(ctx, "k", nil, pace.Receipt{At: time.Second}),
 			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
 			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
 			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
@@ -464,11 +478,57 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackendDown)
 			}
 		}
-		if n := backend.calls.Load(); n != 10 {
-			t.Errorf("%v: backend calls = %d; want 10", p, n)
+		if n := backend.calls.Load(); n != 8 {
+			t.Errorf("%v: backend calls = %d; want 8", p, n)
 		}
 		if calls := rec.take(); len(calls) != 0 {
 			t.Errorf("%v: hook calls for methods without a policyDecision: %v", p, calls)
+		}
+	}
+}
+
+// TestFailurePolicyDecidesTakes: Take and TakeMany are decisions, and a
+// failure of the backend is the policy's to decide, as for TokenBucket:
+// fail-closed refuses with its retry-after, fail-open admits with the zero
+// Receipt (nothing was taken), whose Refund does nothing and never reaches
+// the backend. Before, their errors went back to the caller, which then
+// decided by other means (httplimit asked TokenBucket, another bucket).
+func TestFailurePolicyDecidesTakes(t *testing.T) {
+	ctx := context.Background()
+	shape, err := pace.NewBucket(5, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := []pace.Bucket{shape}
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec hookRecorder
+		backend := &failingStore{err: errBackendDown}
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook), pace.FailClosedRetryAfter(2*time.Second))
+		want := pace.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = pace.Grant{RetryAfter: 2 * time.Second}
+		}
+		g, err := s.Take(ctx, "k", shapes)
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a failing backend = %+v, %v; want %+v, nil", p, g, err, want)
+		}
+		out := make([]pace.Grant, 2)
+		if err := s.TakeMany(ctx, []string{"a", "b"}, shapes, out); err != nil || out[0] != want || out[1] != want {
+			t.Errorf("%v: TakeMany on a failing backend = %+v, %v; want %+v twice, nil", p, out, err, want)
+		}
+		if err := s.Refund(ctx, "k", shapes, g.Receipt); err != nil {
+			t.Errorf("%v: Refund of the zero Receipt = %v; want nil", p, err)
+		}
+		if n := backend.calls.Load(); n != 2 {
+			t.Errorf("%v: backend calls = %d; want 2 (Take, TakeMany; not the Refund)", p, n)
+		}
+		calls := rec.take()
+		if len(calls) != 2 || calls[0].op != "Take" || calls[1].op != "TakeMany" || calls[0].allowed != (p == pace.FailOpen) {
+			t.Errorf("%v: hook calls %v; want Take and TakeMany", p, calls)
+		}
+		// Bad input is still an error, even while the backend is down.
+		if _, err := s.Take(ctx, "k", nil); !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("%v: Take with no shapes = %v; want ErrInvalidArgument", p, err)
 		}
 	}
 }

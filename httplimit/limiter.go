@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -324,31 +323,32 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		case kindBucket:
 			sk := lim.storeKey(k)
 			g, err := lim.store.Take(ctx, sk, lim.shapes)
-			if err != nil && backendFailed(ctx, err) {
-				// Let a failure policy (pace.WithFailurePolicy), which
-				// decides TokenBucket but not Take, decide in its place: an
-				// admission so decided has nothing to give back.
-				g.OK, g.RetryAfter, err = lim.store.TokenBucket(ctx, sk, lim.capacity, lim.refill, 1)
-				if err == nil && g.OK {
-					l.observe(i, Admitted)
-					continue
-				}
-			}
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !g.OK {
 				return t.refuseAt(ctx, pos, g.RetryAfter, key)
 			}
+			if g.Receipt == (pace.Receipt{}) {
+				// Admitted by a failure policy (pace.WithFailurePolicy):
+				// nothing was taken, so there is nothing to give back and
+				// no count to report.
+				break
+			}
 			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, full: ceilSeconds(g.Reset)}
 		case kindSlots:
 			sk := lim.storeKey(k)
-			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+			ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
 				return t.refuseAt(ctx, pos, slotRetryAfter, key)
+			}
+			if current == 0 {
+				// Admitted by a failure policy: no slot was acquired, so
+				// none is released or refreshed.
+				break
 			}
 			h.state, h.key = holdSlot, sk
 		}
@@ -356,17 +356,9 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 	}
 	t.outcome = Admitted
 	if l.slots {
-		t.ref = newRefresher(l, ctx, t.holds)
+		t.ref = newRefresher(l, ctx, t.holds) // nil when no slot is held
 	}
 	return Admitted
-}
-
-// backendFailed reports whether err, returned by a Store call made with
-// ctx, is a failure of the backend that a failure policy decides in place
-// of (see pace.WithFailurePolicy): not bad input, not a closed store, and
-// not the caller giving up.
-func backendFailed(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && !errors.Is(err, pace.ErrInvalidArgument) && !errors.Is(err, pace.ErrClosed)
 }
 
 // slotRetryAfter is the Retry-After of a refusal by a Slots limit: no one
@@ -659,13 +651,17 @@ type slotRef struct {
 	key   string
 }
 
-// newRefresher returns the refresher of the slots in holds, armed.
+// newRefresher returns the refresher of the slots in holds, armed, or nil
+// when they hold none (every Slots limit admitted by a failure policy).
 func newRefresher(l *Limiter, ctx context.Context, holds []hold) *refresher {
 	r := &refresher{l: l, ctx: context.WithoutCancel(ctx), every: l.minTTL / 3}
 	for i := range holds {
 		if h := &holds[i]; h.state == holdSlot {
 			r.slots = append(r.slots, slotRef{i, h.key})
 		}
+	}
+	if len(r.slots) == 0 {
+		return nil
 	}
 	r.mu.Lock()
 	r.stop = l.cfg.afterFunc(r.every, r.refresh)
