@@ -4,11 +4,13 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/grpclimit"
 	"github.com/ratepace/pace/memory"
 )
@@ -108,5 +110,46 @@ func TestNamesNeverShareStateGRPC(t *testing.T) {
 	}
 	if err := call("192.0.2.1", "v"); err != nil {
 		t.Fatalf("victim at 192.0.2.1: %v; want admitted: limit \"api\" reached the bucket of \"api:ip\"", err)
+	}
+}
+
+// TestRetryDelayCoversEveryLimit: a refusal's retry delay is the wait after
+// which every limit of the call admits, the limits the decision did not
+// reach included, whatever their kind: waiting exactly that long (a fake
+// clock) admits, a nanosecond less does not.
+func TestRetryDelayCoversEveryLimit(t *testing.T) {
+	for _, second := range []string{"bucket", "shared"} {
+		t.Run(second, func(t *testing.T) {
+			clk := newClock()
+			st := memory.New(memory.WithClock(clk.Now))
+			long := grpclimit.Bucket(st, 1, 0.2, grpclimit.Metadata("b"), grpclimit.Name("long"))
+			if second == "shared" {
+				p, err := pace.NewShared(st, 0.2, pace.WithSharedClock(clk.Now))
+				if err != nil {
+					t.Fatal(err)
+				}
+				long = grpclimit.Shared(p, grpclimit.Metadata("b"), grpclimit.Name("long"))
+			}
+			ic := mustNew(t, []grpclimit.Limit{grpclimit.Pace(newPace(t, 1, clk), grpclimit.Metadata("a"), grpclimit.Name("short")), long})
+			call := func() error {
+				_, err := ic.Unary(callCtx("a", "a", "b", "b"), nil, unaryInfo, func(context.Context, any) (any, error) { return nil, nil })
+				return err
+			}
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+			delay := refusal(t, call(), "long")
+			if delay != 5*time.Second {
+				t.Fatalf("retry delay %v; want 5s, the wait of the limit not reached", delay)
+			}
+			clk.Advance(delay - time.Nanosecond)
+			if err := call(); err == nil {
+				t.Fatal("admitted a nanosecond before the retry delay")
+			}
+			clk.Advance(time.Nanosecond)
+			if err := call(); err != nil {
+				t.Fatalf("after exactly the retry delay: %v", err)
+			}
+		})
 	}
 }

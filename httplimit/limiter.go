@@ -262,8 +262,9 @@ type Ticket struct {
 // key for the limit's key (i is the index in the list given to
 // NewLimiter), then decides, stopping at the first refusal or error and
 // giving back what the earlier limits took; after a refusal it also asks
-// for the keys of the Pace limits it did not reach, to look at their waits
-// (see Ticket.Refusal). It returns and records the
+// for the keys of the limits it did not reach, to ask their waits, taking
+// nothing (a Store limit takes and gives back at once; see
+// Ticket.Refusal). It returns and records the
 // outcome in t, which it resets first: Admitted, Refused (Ticket.Refusal),
 // KeyFailed or StoreFailed (Ticket.Err). An empty key, or one longer than
 // MaxKeyLen, is a key error. Store calls use ctx.
@@ -316,7 +317,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !r.OK() {
-				return t.refuse(ctx, i, r.RetryAfter(), true)
+				return t.refuseAt(ctx, pos, r.RetryAfter(), key)
 			}
 			h.shared = &r
 			h.state = holdTaken
@@ -376,20 +377,16 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 
 // refuseAt records a refusal in Decide by the limit at position pos of the
 // decision order, waiting wait, as refuse does; then, so that waiting the
-// answer's Retry-After admits, it looks (Peek, taking nothing) at the Pace
-// limits the decision did not reach, and reports the one that would refuse
-// for longest, with its wait, when that is longer. Their keys are read for
-// this; one that cannot be read is skipped. The limits before pos fitted,
-// and Bucket and Slots limits cannot be looked at without taking.
+// answer's Retry-After admits every limit, it asks each limit the decision
+// did not reach how long it would refuse, and reports the one that would
+// refuse for longest, with its wait, when that is longer. Their keys are
+// read for this; one that cannot be read, or whose store fails, is skipped.
+// The limits before pos fitted, and what they took is given back.
 func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
 	l := t.l
 	i := l.order[pos]
 	t.refuse(ctx, i, wait, true)
 	for _, j := range l.order[pos+1:] {
-		lim := &l.limits[j]
-		if lim.kind != kindPace {
-			continue
-		}
 		k, err := key(j)
 		if err == nil {
 			k, err = checkKey(k)
@@ -397,11 +394,63 @@ func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key 
 		if err != nil {
 			continue
 		}
-		if ok, w := lim.pace.Peek(k); !ok && w > t.wait {
+		if w := l.limits[j].waitFor(ctx, k, t.wait); w > t.wait {
 			t.failed, t.wait = int32(j), w
 		}
 	}
 	return Refused
+}
+
+// waitFor reports how long the limit would refuse one more event for key,
+// taking nothing: 0 when it would admit, or when it cannot tell (a store
+// error). A Pace looks (Peek); a Shared, a Bucket or a Slots limit, which
+// the store cannot look at without taking, takes and gives back at once
+// when it admits (an exact refund). A Slots limit refuses for
+// slotRetryAfter, so it is asked only when longer is the longest wait
+// known.
+func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration) time.Duration {
+	switch lim.kind {
+	case kindPace:
+		_, w := lim.pace.Peek(key)
+		return w
+	case kindShared:
+		r, err := lim.shared.Reserve(ctx, lim.storeKey(key))
+		if err != nil {
+			return 0
+		}
+		_ = r.Return(context.WithoutCancel(ctx)) // a failed return leaves it spent: stricter
+		return r.RetryAfter()
+	case kindBucket:
+		sk := lim.storeKey(key)
+		g, err := lim.store.Take(ctx, sk, lim.shapes)
+		if err != nil {
+			return 0
+		}
+		if g.OK && g.Receipt != (pace.Receipt{}) {
+			rctx, cancel := releaseContext(ctx)
+			_ = lim.store.Refund(rctx, sk, lim.shapes, g.Receipt)
+			cancel()
+		}
+		return g.RetryAfter
+	case kindSlots:
+		if longest >= slotRetryAfter {
+			return 0
+		}
+		sk := lim.storeKey(key)
+		ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+		if err != nil {
+			return 0
+		}
+		if !ok {
+			return slotRetryAfter
+		}
+		if current > 0 {
+			rctx, cancel := releaseContext(ctx)
+			lim.store.ReleaseSlot(rctx, sk)
+			cancel()
+		}
+	}
+	return 0
 }
 
 // fail records an error of limit i and gives back what the ticket took.
@@ -475,11 +524,11 @@ func (t *Ticket) Outcome() Outcome {
 
 // Refusal reports, after a refusal, the index and name of the limit that
 // refused and the time after the decision at which it would admit (one
-// second for Slots); otherwise -1, "" and 0. When a Pace limit the
-// decision did not reach would refuse for longer (Decide looks at them
-// after a refusal), it is that limit and its wait, so that waiting
-// retryAfter passes every Pace limit. Observer counts the refusal against
-// the limit that decided it.
+// second for Slots); otherwise -1, "" and 0. When a limit the decision did
+// not reach would refuse for longer (Decide, and Verify, ask them after a
+// refusal, taking nothing), it is that limit and its wait, so that waiting
+// retryAfter passes every limit of the request. Observer counts the
+// refusal against the limit that decided it.
 func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -522,7 +571,20 @@ func (t *Ticket) Verify() bool {
 		}
 		if h.res = t.l.limits[i].pace.Reserve(h.key); !h.res.OK() {
 			h.state = holdNone
-			t.refuse(t.ctx, i, h.res.RetryAfter(), false)
+			wait := h.res.RetryAfter()
+			// The limits of the request that fitted are given back, so they
+			// fit again; of those still to verify, the longest wait counts,
+			// so that waiting Retry-After admits every one.
+			failed := i
+			for _, j := range t.l.order {
+				if hj := &t.holds[j]; hj.state == holdPeeked {
+					if _, w := t.l.limits[j].pace.Peek(hj.key); w > wait {
+						failed, wait = j, w
+					}
+				}
+			}
+			t.refuse(t.ctx, i, wait, false)
+			t.failed = int32(failed)
 			return t.l.cfg.dryRun
 		}
 		h.state = holdTaken
