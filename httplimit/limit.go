@@ -68,8 +68,12 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // trip to the store, so a store error is a StoreFailed outcome unless p has a
 // fallback, and that DecideAfterVerify is not available. It can be given back
 // (Return, ReturnOn), by a store call made with the request's context
-// without its cancellation. The key given to p is prefixed as for Bucket; r
-// is the whole events left in the key's tightest limit (docs/httplimit.md).
+// without its cancellation. The key given to p is prefixed as for Bucket.
+// Its RateLimit-Policy has an item for the pace of pace.NewShared, named
+// after the limit, and one for each limit of pace.WithLimit, named after
+// the limit and its position ("api/1", "api/2"); its RateLimit item, of the
+// pace's name, gives as r the whole events left in the key's tightest limit
+// (docs/httplimit.md).
 func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindShared, shared: p, key: key, opts: opts}
 }
@@ -168,8 +172,9 @@ type limit struct {
 	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
 	// caches the RateLimit field of this limit alone with r remaining, for
 	// r up to len(items)-1, made when first needed.
-	policy   string
-	quoted   string // the name as a structured-field string
+	policy   string   // one item, or several for a Shared with pace.WithLimit
+	quotas   []string // the names of a Shared's pace.WithLimit quotas in policy
+	quoted   string   // the name as a structured-field string
 	q, w     int64
 	interval time.Duration // of one event, for t
 	tol      time.Duration // time an empty bucket takes to refill
@@ -277,13 +282,30 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 	}
 	c.quoted = sfString(c.name)
 	if l.kind != kindSlots {
-		c.policy = c.quoted + ";q=" + strconv.FormatInt(c.q, 10) + ";w=" + strconv.FormatInt(c.w, 10)
+		c.policy = policyItem(c.quoted, c.q, c.w)
+	}
+	if l.kind == kindShared {
+		// The limits of pace.WithLimit are quotas of their own, named
+		// after the limit and their position: "api/1", "api/2".
+		for j, b := range l.shared.Shapes()[1:] {
+			name := c.name + "/" + strconv.Itoa(j+1)
+			q := int64(b.Tolerance() / b.Interval())
+			w := windowSeconds(float64(q), float64(time.Second)/float64(b.Interval()))
+			c.policy += ", " + policyItem(sfString(name), q, w)
+			c.quotas = append(c.quotas, name)
+		}
 	}
 	if c.reportsRemaining() {
 		c.items = make([]atomic.Pointer[[]string], min(c.q, maxItems)+1)
 		c.refusals = make([]atomic.Pointer[[]string], min(c.w, maxItems)+1)
 	}
 	return c, nil
+}
+
+// policyItem returns the RateLimit-Policy item of a quota of q events per w
+// seconds named by the structured-field string quoted.
+func policyItem(quoted string, q, w int64) string {
+	return quoted + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
 }
 
 // fullIn reports, in whole seconds rounded up, when the bucket of a Pace,

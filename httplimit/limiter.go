@@ -58,10 +58,12 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 		if err != nil {
 			return nil, err
 		}
-		if seen[c.name] {
-			return nil, invalidf("two limits named %q", c.name)
+		for _, name := range append([]string{c.name}, c.quotas...) {
+			if seen[name] {
+				return nil, invalidf("two limits (or a limit and a quota of a Shared limit) named %q", name)
+			}
+			seen[name] = true
 		}
-		seen[c.name] = true
 		if c.kind == kindPace {
 			if other, ok := paces[c.pace]; ok {
 				return nil, invalidf("limits %q and %q share one *pace.Pace, so their keys would share one table: give each its own", other, c.name)
@@ -105,8 +107,9 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 func (l *Limiter) Names() []string { return append([]string(nil), l.names...) }
 
 // Policy returns the RateLimit-Policy field of the limits: one item per
-// limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`, or ""
-// when no limit is (Slots only).
+// limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`,
+// and one per pace.WithLimit of a Shared (see Shared), or "" when no limit
+// is a quota (Slots only).
 func (l *Limiter) Policy() string {
 	if l.policy == nil {
 		return ""
@@ -176,10 +179,11 @@ type Observer interface {
 type holdState uint8
 
 const (
-	holdNone   holdState = iota // nothing, or given back
-	holdTaken                   // a Pace, Shared or Bucket reservation, returnable
-	holdPeeked                  // DecideAfterVerify: looked at, not taken
-	holdSlot                    // a slot, released by Finish
+	holdNone     holdState = iota // nothing, or given back
+	holdTaken                     // a Pace, Shared or Bucket reservation, returnable
+	holdPeeked                    // DecideAfterVerify: looked at, not taken
+	holdSlot                      // a slot, released by Finish
+	holdReturned                  // a reservation given back: reported as the next request sees it
 )
 
 type hold struct {
@@ -188,13 +192,15 @@ type hold struct {
 	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
 	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
 	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
+	left   int                     // holdReturned: the whole events left after the return
+	full   int64                   // holdReturned: the seconds, rounded up, until the bucket is full after it
 }
 
 // bucketHold is what a Ticket keeps of a Bucket limit's take.
 type bucketHold struct {
-	receipt pace.Receipt // what Store.Refund needs
-	left    int          // the whole tokens the store reported left
-	full    int64        // the seconds, rounded up, the store reported until the bucket is full
+	receipt pace.Receipt  // what Store.Refund needs
+	left    int           // the whole tokens the store reported left
+	reset   time.Duration // the time the store reported until the bucket is full
 }
 
 // remaining reports the events left after the take of limit i, a Pace,
@@ -216,7 +222,7 @@ func (t *Ticket) remaining(i int) int {
 // others' from the whole events left (see limit.fullIn).
 func (t *Ticket) fullIn(i int) int64 {
 	if b := t.holds[i].bucket; b != nil {
-		return b.full
+		return ceilSeconds(b.reset)
 	}
 	return t.l.limits[i].fullIn(t.remaining(i))
 }
@@ -224,8 +230,14 @@ func (t *Ticket) fullIn(i int) int64 {
 // field returns the RateLimit field of limit i, a Pace, Shared or Bucket
 // limit, after its take (see limit.field).
 func (t *Ticket) field(i int, one *[1]string) []string {
-	lim, r := &t.l.limits[i], t.remaining(i)
-	if full := t.fullIn(i); full != lim.fullIn(r) { // not the cached field of r
+	lim, r := &t.l.limits[i], 0
+	var full int64
+	if h := &t.holds[i]; h.state == holdReturned {
+		r, full = h.left, h.full
+	} else {
+		r, full = t.remaining(i), t.fullIn(i)
+	}
+	if full != lim.fullIn(r) { // not the cached field of r
 		return cached(nil, 0, one, func() string { return lim.item(r, full) })
 	}
 	return lim.field(r, one)
@@ -255,6 +267,7 @@ type Ticket struct {
 	wait     time.Duration
 	err      error
 	pending  int        // limits looked at, not yet taken
+	returned bool       // something was given back since the decision
 	ref      *refresher // keeps the slots alive until Finish
 }
 
@@ -336,7 +349,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				// no count to report.
 				break
 			}
-			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, full: ceilSeconds(g.Reset)}
+			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, reset: g.Reset}
 		case kindSlots:
 			sk := lim.storeKey(k)
 			ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
@@ -500,6 +513,13 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 // store error leaves either spent: stricter, never over the limit.
 func (t *Ticket) giveBack(i int) {
 	h, lim := &t.holds[i], &t.l.limits[i]
+	// What the next request sees: one event more than the take left, up to
+	// the whole quota, and a bucket one interval nearer full.
+	left := min(t.remaining(i)+1, int(lim.q))
+	full := lim.fullIn(left)
+	if b := h.bucket; b != nil {
+		full = ceilSeconds(max(0, b.reset-lim.interval))
+	}
 	switch lim.kind {
 	case kindShared:
 		_ = h.shared.Return(context.WithoutCancel(t.ctx))
@@ -510,8 +530,26 @@ func (t *Ticket) giveBack(i int) {
 	default:
 		h.res.Return()
 	}
-	h.state = holdNone
+	h.state, h.left, h.full, h.bucket, h.shared = holdReturned, left, full, nil, nil
+	t.returned = true
 	t.l.observe(i, Returned)
+}
+
+// returnOn gives back, when the handler's final status is known, each
+// limit whose ReturnOn holds status: before the response's header is
+// written, so that its RateLimit field reports what the next request will
+// see. Finish then finds them given back.
+func (t *Ticket) returnOn(status int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished || t.outcome != Admitted {
+		return
+	}
+	for i := range t.holds {
+		if t.holds[i].state == holdTaken && t.l.limits[i].returnOn.has(status) {
+			t.giveBack(i)
+		}
+	}
 }
 
 // Outcome reports the outcome of the decision (or of Verify, once it has
@@ -766,10 +804,10 @@ func (r *refresher) refresh() {
 
 // RateLimit returns the RateLimit field for the ticket (draft-ietf-httpapi-
 // ratelimit-headers): after an admission, one item per limit taken but
-// Slots,
-// with the events its key has left and when its bucket is full again; after
-// a refusal, the refusing limit's item with r=0 and t the wait in whole
-// seconds, rounded up. It is "" when there is no item.
+// Slots, with the events its key has left and when its bucket is full
+// again (for a limit given back since, what the next request will see: one
+// more event); after a refusal, the refusing limit's item with r=0 and t
+// the wait in whole seconds, rounded up. It is "" when there is no item.
 func (t *Ticket) RateLimit() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -791,7 +829,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	n := 0
 	var f []string
 	for i := range t.holds {
-		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+		if t.reports(i) {
 			n++
 			f = t.field(i, one)
 		}
@@ -802,11 +840,18 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	// Several limits: one field line each, which RFC 8941 reads as one list.
 	all := make([]string, 0, n)
 	for i := range t.holds {
-		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+		if t.reports(i) {
 			all = append(all, t.field(i, one)[0])
 		}
 	}
 	return all
+}
+
+// reports reports whether limit i has an item in the RateLimit field of an
+// admission: a quota taken, or given back since (with what it left then).
+func (t *Ticket) reports(i int) bool {
+	s := t.holds[i].state
+	return (s == holdTaken || s == holdReturned) && t.l.limits[i].reportsRemaining()
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least one, so
@@ -820,6 +865,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 // field, so that only the holds in use are cleared.
 func (t *Ticket) reset() {
 	clear(t.holds)
-	t.outcome, t.finished, t.failed, t.pending = 0, false, 0, 0
+	t.outcome, t.finished, t.failed, t.pending, t.returned = 0, false, 0, 0, false
 	t.l, t.ctx, t.holds, t.wait, t.err, t.ref = nil, nil, nil, 0, nil, nil
 }
