@@ -153,3 +153,21 @@ func TestRetryDelayCoversEveryLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalAllOrNothingAcrossChain: a call refused by an inner
+// Interceptor spends nothing of the outer one's limits, as a refusal
+// within one Interceptor gives back what the earlier limits took.
+func TestRefusalAllOrNothingAcrossChain(t *testing.T) {
+	clk := newClock()
+	perPeer, perKey := newPace(t, 1, clk), newPace(t, 1, clk)
+	outer := mustNew(t, []grpclimit.Limit{grpclimit.Pace(perPeer, grpclimit.Metadata("peer"), grpclimit.Name("per-peer"))})
+	inner := mustNew(t, []grpclimit.Limit{grpclimit.Pace(perKey, grpclimit.Metadata("api-key"), grpclimit.Name("per-key"))})
+	perKey.Allow("k1") // the key's pace is spent
+	_, err := outer.Unary(callCtx("peer", "p1", "api-key", "k1"), nil, unaryInfo, func(ctx context.Context, req any) (any, error) {
+		return inner.Unary(ctx, req, unaryInfo, func(context.Context, any) (any, error) { return nil, nil })
+	})
+	refusal(t, err, "per-key")
+	if ok, _ := perPeer.Peek("p1"); !ok {
+		t.Fatal("the outer Interceptor kept its event after the inner one refused the call")
+	}
+}

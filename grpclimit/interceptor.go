@@ -189,6 +189,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (*call, error)
 	}
 	switch out {
 	case httplimit.Refused:
+		Return(ctx) // all or nothing across chained Interceptors: the outer ones give back too
 		return nil, ic.refusal(&c.t)
 	case httplimit.KeyFailed:
 		i, err := c.t.Err()
