@@ -418,9 +418,9 @@ func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key 
 // taking nothing: 0 when it would admit, or when it cannot tell (a store
 // error). A Pace looks (Peek); a Shared, a Bucket or a Slots limit, which
 // the store cannot look at without taking, takes and gives back at once
-// when it admits (an exact refund). A Slots limit refuses for
-// slotRetryAfter, so it is asked only when longer is the longest wait
-// known.
+// when it admits (an exact refund). A Bucket refuses one token for at most
+// its interval, and a Slots limit for slotRetryAfter: they are asked only
+// when that is longer than longest, the longest wait known.
 func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration) time.Duration {
 	switch lim.kind {
 	case kindPace:
@@ -434,6 +434,9 @@ func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration
 		_ = r.Return(context.WithoutCancel(ctx)) // a failed return leaves it spent: stricter
 		return r.RetryAfter()
 	case kindBucket:
+		if longest >= lim.interval {
+			return 0 // a take of one token waits at most the interval of one
+		}
 		sk := lim.storeKey(key)
 		g, err := lim.store.Take(ctx, sk, lim.shapes)
 		if err != nil {
