@@ -18,16 +18,17 @@ type FailurePolicy int
 
 const (
 	// FailClosed refuses when the backend fails: TokenBucket reports
-	// allowed=false with the configured retryAfter (see
-	// FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
+	// allowed=false and Take a refused Grant, with the configured retryAfter
+	// (see FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
 	// acquired=false with current set to the limit (or the ceiling), which
 	// reads as a hard-wall rejection. For limits that must never be overrun:
 	// an outage of the backend becomes an outage of the limited service.
 	FailClosed FailurePolicy = iota + 1
 
 	// FailOpen admits when the backend fails: TokenBucket reports
-	// allowed=true, AcquireSlot and AcquireSlotBurst acquired=true with
-	// current 0 (the count is unknown). For fairness limits where
+	// allowed=true, Take an admitted Grant with the zero Receipt, AcquireSlot
+	// and AcquireSlotBurst acquired=true with current 0 (the count is
+	// unknown): admissions that acquired nothing and release nothing. For fairness limits where
 	// availability matters more: the service stays up but unlimited, and
 	// whoever can make the backend fail can lift the limit.
 	FailOpen
@@ -47,12 +48,22 @@ func (p FailurePolicy) String() string {
 
 // WithFailurePolicy returns a Store that forwards every call to s, bounds
 // each by timeout (0: only the caller's own deadline), and turns a backend
-// failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst) into the
-// explicit decision of policy, with a nil error, reported to the Observer of
-// WithObserver (its Failed method). Invalid arguments (checked before s is called), ErrClosed, and
-// any error once the caller's ctx is done are returned as they are, as is
-// every error of the methods that decide nothing (Take, TakeMany and Refund
-// among them: Shared has a fallback of its own). Close closes s; every later
+// failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst, Take,
+// TakeMany) into the explicit decision of policy, with a nil error, reported
+// to the Observer of WithObserver (its Failed method): fail-closed refuses, fail-open admits, and
+// nothing else is consulted. Invalid arguments (checked before s is called),
+// ErrClosed, and any error once the caller's ctx is done are returned as
+// they are, as is every error of the methods that decide nothing (releases,
+// refreshes, Get, Set, Delete, Refund).
+//
+// An admission the policy decided acquired nothing, and says so, so that
+// its caller gives nothing back: AcquireSlot and AcquireSlotBurst report
+// acquired=true with current 0 (a slot the backend acquired counts at least
+// itself), which must not be released; Take and TakeMany report OK with the
+// zero Receipt (and Remaining 0: the count is unknown), whose Refund does
+// nothing. A refusal takes nothing either. A Shared on such a store gets the
+// policy's decisions in place of its store's errors, so its WithFallback
+// decides only what the policy passes through. Close closes s; every later
 // call returns an error wrapping ErrClosed.
 //
 // The error wraps ErrInvalidArgument when s is nil, policy is neither
@@ -247,25 +258,66 @@ func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl ti
 	return f.forward(ctx, func(ctx context.Context) error { return f.s.Set(ctx, key, value, ttl) })
 }
 
-// Take forwards to the backend within the timeout, and returns its error
-// unchanged: a caller of Take (Shared) has its own fallback, so the policy
-// decides nothing in its place.
-func (f *failureTaker) Take(ctx context.Context, key string, shapes []driver.Shape) (g driver.Grant, err error) {
-	err = f.forward(ctx, func(ctx context.Context) error {
-		g, err = f.t.Take(ctx, key, shapes)
-		return err
-	})
-	return g, err
+// Take forwards to the backend; see WithFailurePolicy for what happens when
+// it fails.
+func (f *failureTaker) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
+	if f.closed.Load() {
+		return driver.Grant{}, errFailureClosed
+	}
+	if err := driver.ValidateTake(key, shapes); err != nil {
+		return driver.Grant{}, err
+	}
+	bctx, cancel := f.bound(ctx)
+	g, err := f.t.Take(bctx, key, shapes)
+	cancel()
+	if !failed(ctx, err) {
+		return g, err
+	}
+	return f.grant("Take", err), nil
 }
 
-// TakeMany forwards to the backend within the timeout, and returns its error
-// unchanged, as Take does.
+// TakeMany forwards to the backend; see WithFailurePolicy for what happens
+// when it fails: every key gets the policy's decision.
 func (f *failureTaker) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
-	return f.forward(ctx, func(ctx context.Context) error { return f.t.TakeMany(ctx, keys, shapes, out) })
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
+		return err
+	}
+	bctx, cancel := f.bound(ctx)
+	err := f.t.TakeMany(bctx, keys, shapes, out)
+	cancel()
+	if !failed(ctx, err) {
+		return err
+	}
+	g := f.grant("TakeMany", err)
+	for i := range out {
+		out[i] = g
+	}
+	return nil
 }
 
-// Refund forwards to the backend within the timeout.
+// grant returns the policy's decision of a take, after telling the observer:
+// fail-open admits with the zero Receipt (nothing was taken, so there is
+// nothing to refund), fail-closed refuses for the configured retryAfter.
+func (f *failureStore) grant(op string, err error) driver.Grant {
+	if f.decide(op, err) {
+		return driver.Grant{OK: true}
+	}
+	return driver.Grant{RetryAfter: f.retryAfter}
+}
+
+// Refund forwards to the backend within the timeout. The zero Receipt, that
+// of an admission the policy decided, took nothing: its refund does nothing
+// and never reaches the backend.
 func (f *failureTaker) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
+	if r == (driver.Receipt{}) {
+		if f.closed.Load() {
+			return errFailureClosed
+		}
+		return nil
+	}
 	return f.forward(ctx, func(ctx context.Context) error { return f.t.Refund(ctx, key, shapes, r) })
 }
 

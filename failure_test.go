@@ -379,7 +379,8 @@ func TestFailurePolicyTimeout(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
-		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
+		backend := &hangingStore{deadlines: deadlines}
+		s := mustFailurePolicy(t, backend, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		start := time.Now()
 		got := make(chan policyDecision, 1)
 		go func() {
@@ -416,15 +417,34 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Get reached the backend without a deadline", p)
 		}
-		// Take too: Shared, its caller, has its own fallback.
-		if g, err := s.(driver.Taker).Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%v: Take on a hung backend = %+v, %v; want not OK, context.DeadlineExceeded", p, g, err)
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls for Get: %v", p, calls)
+		}
+		// Take is a decision too: the policy decides it, with an admission
+		// that took nothing (the zero Receipt, whose Refund does nothing) or
+		// the fail-closed retry-after.
+		shape, err := driver.NewShape(5, 5, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.(driver.Taker).Take(context.Background(), "k", []driver.Shape{shape})
+		want := driver.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = driver.Grant{RetryAfter: time.Second}
+		}
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a hung backend = %+v, %v; want %+v, nil", p, g, err, want)
 		}
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Take reached the backend without a deadline", p)
 		}
-		if calls := rec.take(); len(calls) != 0 {
-			t.Errorf("%v: hook calls for Get and Take: %v", p, calls)
+		if calls := rec.take(); len(calls) != 1 || calls[0].op != "Take" || !errors.Is(calls[0].err, context.DeadlineExceeded) {
+			t.Errorf("%v: hook calls for Take: %v; want one", p, calls)
+		}
+		backend.err = errors.New("backend: down")
+		n := backend.calls.Load()
+		if err := s.(driver.Taker).Refund(context.Background(), "k", []driver.Shape{shape}, g.Receipt); err != nil || backend.calls.Load() != n {
+			t.Errorf("%v: Refund of the zero Receipt = %v, %d backend calls; want nil, none", p, err, backend.calls.Load()-n)
 		}
 	}
 }
@@ -454,14 +474,8 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 		backend := &failingStore{err: errBackendDown}
 		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)))
 		_, getErr := s.Get(ctx, "k")
-		g, takeErr := s.(driver.Taker).Take(ctx, "k", nil)
-		if g != (driver.Grant{}) {
-			t.Errorf("%v: Take on a failing backend = %+v; want the zero Grant", p, g)
-		}
 		for name, err := range map[string]error{
-			"Take":             takeErr,
-			"TakeMany":         s.(driver.Taker).TakeMany(ctx, []string{"k"}, nil, make([]driver.Grant, 1)),
-			"Refund":           s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{}),
+			"Refund":           s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{At: time.Second}),
 			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
 			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
 			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
@@ -474,11 +488,57 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackendDown)
 			}
 		}
-		if n := backend.calls.Load(); n != 10 {
-			t.Errorf("%v: backend calls = %d; want 10", p, n)
+		if n := backend.calls.Load(); n != 8 {
+			t.Errorf("%v: backend calls = %d; want 8", p, n)
 		}
 		if calls := rec.take(); len(calls) != 0 {
 			t.Errorf("%v: hook calls for methods without a policyDecision: %v", p, calls)
+		}
+	}
+}
+
+// TestFailurePolicyDecidesTakes: Take and TakeMany are decisions, and a
+// failure of the backend is the policy's to decide, as for TokenBucket:
+// fail-closed refuses with its retry-after, fail-open admits with the zero
+// Receipt (nothing was taken), whose Refund does nothing and never reaches
+// the backend. Before, their errors went back to the caller, which then
+// decided by other means (httplimit asked TokenBucket, another bucket).
+func TestFailurePolicyDecidesTakes(t *testing.T) {
+	ctx := context.Background()
+	shape, err := driver.NewShape(5, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := []driver.Shape{shape}
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec hookRecorder
+		backend := &failingStore{err: errBackendDown}
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(2*time.Second))
+		want := driver.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = driver.Grant{RetryAfter: 2 * time.Second}
+		}
+		g, err := s.(driver.Taker).Take(ctx, "k", shapes)
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a failing backend = %+v, %v; want %+v, nil", p, g, err, want)
+		}
+		out := make([]driver.Grant, 2)
+		if err := s.(driver.Taker).TakeMany(ctx, []string{"a", "b"}, shapes, out); err != nil || out[0] != want || out[1] != want {
+			t.Errorf("%v: TakeMany on a failing backend = %+v, %v; want %+v twice, nil", p, out, err, want)
+		}
+		if err := s.(driver.Taker).Refund(ctx, "k", shapes, g.Receipt); err != nil {
+			t.Errorf("%v: Refund of the zero Receipt = %v; want nil", p, err)
+		}
+		if n := backend.calls.Load(); n != 2 {
+			t.Errorf("%v: backend calls = %d; want 2 (Take, TakeMany; not the Refund)", p, n)
+		}
+		calls := rec.take()
+		if len(calls) != 2 || calls[0].op != "Take" || calls[1].op != "TakeMany" || calls[0].allowed != (p == pace.FailOpen) {
+			t.Errorf("%v: hook calls %v; want Take and TakeMany", p, calls)
+		}
+		// Bad input is still an error, even while the backend is down.
+		if _, err := s.(driver.Taker).Take(ctx, "k", nil); !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("%v: Take with no shapes = %v; want ErrInvalidArgument", p, err)
 		}
 	}
 }

@@ -14,9 +14,9 @@ var errNilRegisterer = fmt.Errorf("instrument: nil registerer: %w", pace.ErrInva
 // pace.WithFailurePolicy, that counts the decisions a Store so wrapped makes
 // in place of its failed backend in
 // pace_store_failure_decisions_total{op, result}, registered on reg: op is
-// token_bucket, acquire_slot or acquire_slot_burst; result is allowed
-// (fail-open) or rejected (fail-closed). All six series exist from
-// registration, at zero. The backend error is not a label (its text is
+// token_bucket, acquire_slot, acquire_slot_burst, take or take_many; result
+// is allowed (fail-open) or rejected (fail-closed). All ten series exist
+// from registration, at zero. The backend error is not a label (its text is
 // unbounded): to log it, wrap the returned Observer's Failed in your own.
 // Failures returns an error wrapping pace.ErrInvalidArgument, and no
 // Observer, when reg is nil or refuses the metrics (wrapping the registry's
@@ -34,7 +34,7 @@ func Failures(reg prometheus.Registerer) (pace.Observer, error) {
 		Help:      "Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).",
 	}, []string{"op", "result"})
 	m := &failureMetrics{}
-	for _, o := range []op{opTokenBucket, opAcquireSlot, opAcquireSlotBurst} {
+	for _, o := range failureOps {
 		m.count[o][0] = vec.WithLabelValues(opNames[o], resultNames[resRejected])
 		m.count[o][1] = vec.WithLabelValues(opNames[o], resultNames[resAllowed])
 	}
@@ -43,6 +43,9 @@ func Failures(reg prometheus.Registerer) (pace.Observer, error) {
 	}
 	return m, nil
 }
+
+// failureOps are the methods a failure policy decides.
+var failureOps = []op{opTokenBucket, opAcquireSlot, opAcquireSlotBurst, opTake, opTakeMany}
 
 // failureMetrics is the Observer Failures returns.
 type failureMetrics struct {
@@ -59,8 +62,12 @@ func (m *failureMetrics) Failed(method string, _ error, allowed bool) {
 		o = opAcquireSlot
 	case "AcquireSlotBurst":
 		o = opAcquireSlotBurst
+	case "Take":
+		o = opTake
+	case "TakeMany":
+		o = opTakeMany
 	default:
-		return // pace.WithFailurePolicy decides for these three methods only
+		return // pace.WithFailurePolicy decides for these five methods only
 	}
 	a := 0
 	if allowed {

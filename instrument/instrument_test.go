@@ -810,6 +810,8 @@ func TestFailures(t *testing.T) {
 	closed.AcquireSlotBurst(ctx, "fail", 2, 3, time.Second, time.Second)
 	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
 	closed.Get(ctx, "fail")                     // no decision: not counted
+	open.(driver.Taker).Take(ctx, "fail", []driver.Shape{mustBucket(10, 1, 1)})
+	closed.(driver.Taker).TakeMany(ctx, []string{"fail"}, []driver.Shape{mustBucket(10, 1, 1)}, make([]driver.Grant, 1))
 	hook.Failed("Get", errBackend, true)        // not a deciding method: ignored
 	want := `
 # HELP pace_store_failure_decisions_total Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).
@@ -818,6 +820,10 @@ pace_store_failure_decisions_total{op="acquire_slot",result="allowed"} 1
 pace_store_failure_decisions_total{op="acquire_slot",result="rejected"} 0
 pace_store_failure_decisions_total{op="acquire_slot_burst",result="allowed"} 0
 pace_store_failure_decisions_total{op="acquire_slot_burst",result="rejected"} 1
+pace_store_failure_decisions_total{op="take",result="allowed"} 1
+pace_store_failure_decisions_total{op="take",result="rejected"} 0
+pace_store_failure_decisions_total{op="take_many",result="allowed"} 0
+pace_store_failure_decisions_total{op="take_many",result="rejected"} 1
 pace_store_failure_decisions_total{op="token_bucket",result="allowed"} 2
 pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 `
