@@ -84,12 +84,19 @@ func (b Bucket) Take(tat, now time.Duration) (next, wait time.Duration, ok bool)
 	if b.tolerance == 0 {
 		return tat, maxTolerance, false // the zero Bucket: nothing ever fits
 	}
+	n, w, ok := fit(int64(tat), int64(now), int64(b.interval), int64(b.tolerance))
+	return time.Duration(n), time.Duration(w), ok
+}
+
+// fit is the arithmetic of Take for a take of cost nanoseconds of refill
+// time from a bucket of tolerance tol whose TAT is tat, at now.
+func fit(tat, now, cost, tol int64) (next, wait int64, ok bool) {
 	base := max(tat, now)
-	debt := base - now + b.interval
-	if debt > b.tolerance {
-		return tat, debt - b.tolerance, false
+	debt := base - now + cost
+	if debt > tol {
+		return tat, debt - tol, false
 	}
-	return base + b.interval, 0, true
+	return base + cost, 0, true
 }
 
 // Refund gives back, at now, one take of this shape to a bucket whose TAT is

@@ -118,7 +118,7 @@ func (t *Buckets) clamped() int64 {
 }
 
 func (t *Buckets) hash(key string) uint64 {
-	h := maphash.String(t.seed, key)
+	h := maphash.Comparable(t.seed, key)
 	if h == 0 {
 		h = 1
 	}
@@ -193,27 +193,89 @@ func (t *Buckets) widen(b Bucket) {
 // take decides one take of shape b for the key hashed to h at now. When ok,
 // tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
-// nothing was written.
+// nothing was written. The zero Bucket refuses, even a full bucket.
 func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint64, ok bool) {
+	if b.tolerance == 0 {
+		return 0, int64(maxTolerance), 0, false
+	}
+	cost, tol := int64(b.interval), int64(b.tolerance)
+	d := int64(0)
+	if cost > 0 { // decide's answer of 0 is "not decided", a free take's "admitted"
+		d, gen = t.decide(h, cost, tol, now)
+	}
+	if d == 0 {
+		d, gen = t.decideSlow(h, cost, tol, now)
+	}
+	if d < 0 {
+		return 0, -d, gen, false
+	}
+	return now + d, 0, gen, true
+}
+
+// decide takes, at now, cost nanoseconds of refill time from the bucket of
+// tolerance tol (0 < cost <= tol <= maxTolerance) of the key hashed to h.
+// Admitted, d is the new arrival time less now (at least cost) and gen the
+// shard's out-of-order total before the take (for refund); refused, d is
+// minus the wait until the take would fit, and nothing was written.
+//
+// decide is the common case: a key with a live row, in a shard whose sweep
+// is not due, decided with only the loads the decision needs. For any other
+// case it returns d = 0, having written nothing, and the caller goes on
+// with decideSlow. It calls nothing, so that it needs no stack frame.
+func (t *Buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+	sh := &t.shards[h>>(64-shardBits)]
+	// Read before the slot and again after the swap: a take that overlapped
+	// an out-of-order refund's swap (the total odd, or moved) records an
+	// odd total, for which how far it moved is unknown, since it may have
+	// been decided on the refunded state yet counted before it.
+	gen = sh.shifted.Load()
+	tab := sh.tab.Load()
+	if tab == nil || now >= sh.nextSweep.Load() {
+		return 0, 0
+	}
+	keys, mask := tab.keys, tab.mask
+	i := h & mask
+	for k := keys[i].Load(); k != h; k = keys[i].Load() {
+		if k == 0 {
+			return 0, 0
+		}
+		i = (i + 1) & mask
+	}
+	s := &tab.tats[i]
+	v := s.Load()
+	if v <= deleted {
+		return 0, 0 // deleted or moved
+	}
+	base := max(v, now)
+	if d = base - now + cost; d > tol {
+		return tol - d, gen // refused: nothing written
+	}
+	if !s.CompareAndSwap(v, base+cost) {
+		return 0, 0 // another decision moved the slot
+	}
+	return d, settled(sh, gen)
+}
+
+// decideSlow is decide for every case: a sweep due, a key absent or
+// deleted (inserted under the lock), a row being moved, a swap lost to
+// another decision. Unlike decide, it also takes a free take (cost 0),
+// whose admission it reports as d = 0.
+func (t *Buckets) decideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
 	}
 	for {
-		// Read before and after the swap: a take that overlapped an
-		// out-of-order refund's swap (the total odd, or moved) records an
-		// odd total, for which how far it moved is unknown, since it may
-		// have been decided on the refunded state yet counted before it.
-		gen = sh.shifted.Load()
+		gen = sh.shifted.Load() // see decide
 		if s := sh.find(h); s != nil {
 			v := s.Load()
 			if v > deleted {
-				next, w, ok := b.Take(time.Duration(v), time.Duration(now))
+				next, w, ok := fit(v, now, cost, tol)
 				if !ok {
-					return v, int64(w), gen, false
+					return -w, gen
 				}
-				if s.CompareAndSwap(v, int64(next)) {
-					return int64(next), 0, settled(sh, gen), true
+				if s.CompareAndSwap(v, next) {
+					return next - now, settled(sh, gen)
 				}
 				continue
 			}
@@ -222,11 +284,8 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 				continue
 			}
 		}
-		if b.tolerance == 0 {
-			return 0, int64(maxTolerance), gen, false // the zero Bucket refuses even when full
-		}
-		if tat, done := t.insert(sh, h, b, now); done {
-			return tat, 0, settled(sh, gen), true
+		if tat, done := t.insert(sh, h, cost, now); done {
+			return tat - now, settled(sh, gen)
 		}
 	}
 }
@@ -351,12 +410,12 @@ func (sh *shard) waitRebuild() {
 	sh.mu.Unlock() //lint:ignore SA2001 an empty critical section is the point: it waits for the rebuild
 }
 
-// insert takes the first take from an absent (full) bucket hashed to h, under
+// insert takes a first take of cost from an absent (full) bucket hashed to h, under
 // the shard lock. It reports done=false when the key turned out to be live
 // already (another goroutine inserted it), so the caller decides on the lock-
 // free path again.
-func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, done bool) {
-	next, _, _ := b.Take(time.Duration(now), time.Duration(now)) // a full bucket admits any valid take
+func (t *Buckets) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
+	next := now + cost // a full bucket admits any valid take
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.live.Load() >= 2*max(sh.swept, minSlots) {
@@ -372,11 +431,11 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 				if s.Load() != deleted {
 					return 0, false
 				}
-				if b.interval > 0 {
-					s.Store(int64(next)) // revive: only mu holders write a deleted slot
+				if cost > 0 {
+					s.Store(next) // revive: only mu holders write a deleted slot
 					sh.live.Add(1)
 				}
-				return int64(next), true
+				return next, true
 			}
 			if k == 0 {
 				free = int(i)
@@ -384,18 +443,18 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 			}
 		}
 	}
-	if b.interval == 0 {
-		return int64(next), true // a take of cost zero leaves the bucket full: no row
+	if cost == 0 {
+		return next, true // a take of cost zero leaves the bucket full: no row
 	}
 	if tab == nil || 4*(sh.used+1) > 3*len(tab.keys) {
 		tab = sh.rebuild(int(sh.live.Load()) + 1)
 		free = tab.free(h)
 	}
-	tab.tats[free].Store(int64(next))
+	tab.tats[free].Store(next)
 	tab.keys[free].Store(h) // publish after the value
 	sh.used++
 	sh.live.Add(1)
-	return int64(next), true
+	return next, true
 }
 
 // free returns the index of the empty slot where h would be inserted. The
