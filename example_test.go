@@ -136,3 +136,24 @@ func ExampleShared() {
 	// 429 (store), retry after 500ms
 	// 429 (local), retry after 300ms
 }
+
+// WithBurst lets a slow pace admit a burst: "10 a minute" admits 10 back to
+// back, then one every 6 s.
+func ExampleWithBurst() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := pace.New(10.0/60, pace.WithBurst(10), pace.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	admitted := 0
+	for p.Allow("api-key-1") {
+		admitted++
+	}
+	r := p.Reserve("api-key-1")
+	fmt.Println(admitted, "admitted; then retry after", r.RetryAfter())
+	now = now.Add(6 * time.Second)
+	fmt.Println(p.Allow("api-key-1"), p.Allow("api-key-1"))
+	// Output:
+	// 10 admitted; then retry after 6s
+	// true false
+}

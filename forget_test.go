@@ -30,7 +30,7 @@ func TestForgetIsNotLostToConcurrentTakes(t *testing.T) {
 		return b
 	}
 	one, pre := shape(1), shape(spent)
-	tb := pace.NewBuckets(pace.WithClock(newClock().Now))
+	tb := pace.NewBuckets(newClock().Now)
 	n := 20000
 	if testing.Short() {
 		n = 2000

@@ -6,9 +6,10 @@ import (
 )
 
 // Pace is a keyed pace: at most N events per second for each key, with a
-// bucket of max(1, N) events refilled continuously. A new key starts full,
-// and nothing accumulates beyond one second: an hour of silence earns no
-// hour-long burst.
+// bucket of max(1, N) events (one second of the pace; WithBurst sets
+// another) refilled continuously. A new key starts full, and nothing
+// accumulates beyond the bucket: an hour of silence earns no hour-long
+// burst.
 //
 // Reserve debits and decides in one atomic step; Reservation.Return gives
 // the event back when the request is then rejected for another reason, so a
@@ -33,7 +34,8 @@ const MaxRate = 1e9
 // New returns a Pace of perSecond events per second for each key.
 // perSecond must be a positive finite number no larger than MaxRate, and not
 // so small that one event takes longer than about 73 years to refill;
-// otherwise the error wraps ErrInvalidArgument.
+// otherwise the error wraps ErrInvalidArgument, as it does for an invalid
+// WithBurst.
 //
 // The pace is per process: N replicas give a client up to N × perSecond.
 func New(perSecond float64, opts ...Option) (*Pace, error) {
@@ -42,6 +44,14 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 		return nil, err
 	}
 	cfg := newConfig(opts)
+	if cfg.burstSet {
+		if !(cfg.burst >= 1) || math.IsInf(cfg.burst, 1) {
+			return nil, invalid("burst of %v events is not a finite number >= 1", cfg.burst)
+		}
+		if b, err = NewBucket(cfg.burst, perSecond, 1); err != nil {
+			return nil, err
+		}
+	}
 	p := &Pace{b: b, obs: cfg.observer}
 	p.t.init(cfg)
 	p.t.widen(b)
@@ -132,8 +142,8 @@ func (p *Pace) Len() int { return p.t.Len() }
 // large: 3e8 is enforced as 2.5e8).
 func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interval) }
 
-// Burst reports the capacity of each key's bucket in whole events:
-// max(1, rate × 1s), rounded down.
+// Burst reports the capacity of each key's bucket in whole events: that of
+// WithBurst, else max(1, rate × 1s), rounded down.
 func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
 
 // Reservation is the outcome of Pace.Reserve: a small value that does not
@@ -216,12 +226,14 @@ type Observer interface {
 	Returned()
 }
 
-// Option configures New and NewBuckets.
+// Option configures New.
 type Option func(*config)
 
 type config struct {
 	clock    func() time.Time
 	observer Observer
+	burst    float64 // events; meaningful when burstSet
+	burstSet bool
 }
 
 func newConfig(opts []Option) config {
@@ -234,22 +246,33 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithClock makes the Pace (or Buckets) read time from now instead of the
-// monotonic clock, for tests and simulations. now is called once per decision
-// and must be safe for concurrent use; readings are taken relative to the
-// first one, and clamped to about ±73 years of it. A reading earlier than a
-// previous one is tolerated: on a key that has a row it can only make the
-// decision stricter; a key whose row was dropped (its bucket had refilled by
-// a later reading) is full again. The default reads time.Since of a
-// monotonic epoch, the cheapest reading Go offers. A nil now keeps the
-// default.
+// WithClock makes the Pace read time from now instead of the monotonic
+// clock, for tests and simulations. now is called once per decision and must
+// be safe for concurrent use; readings are taken relative to the first one,
+// and clamped to about ±73 years of it. A reading earlier than a previous one
+// is tolerated: on a key that has a row it can only make the decision
+// stricter; a key whose row was dropped (its bucket had refilled by a later
+// reading) is full again. The default reads time.Since of a monotonic epoch,
+// the cheapest reading Go offers. A nil now keeps the default.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.clock = now }
 }
 
 // WithObserver reports every decision of a Pace to o (see package
-// instrument). The default is none, which costs nothing. NewBuckets ignores
-// it.
+// instrument). The default is none, which costs nothing.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = o }
+}
+
+// WithBurst sets the capacity of each key's bucket to n events: the most a
+// key that has been idle long enough can take back to back. The default is
+// one second of the pace, max(1, perSecond). pace.New(10.0/60,
+// pace.WithBurst(10)) admits 10 events back to back, then one every 6 s;
+// whatever the burst, a key gets at most perSecond × T + n events in any
+// interval of length T. n must be a finite number of at least 1 (a
+// fraction is kept: Burst reports the whole events), and n events must
+// refill within about 73 years; otherwise New returns an error wrapping
+// ErrInvalidArgument.
+func WithBurst(n float64) Option {
+	return func(c *config) { c.burst, c.burstSet = n, true }
 }

@@ -21,7 +21,7 @@ var reclaimFlood = flag.Int("flood", 20_000, "keys in the floods of the reclamat
 func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *fakeclock.Clock) {
 	t.Helper()
 	c := newClock()
-	tb := pace.NewBuckets(pace.WithClock(c.Now))
+	tb := pace.NewBuckets(c.Now)
 	if long {
 		slow, err := pace.NewBucket(100, 1.0/3600, 1)
 		if err != nil {

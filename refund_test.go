@@ -228,7 +228,7 @@ func TestZeroBucketRefuses(t *testing.T) {
 	if n := z.Remaining(0, 0); n != 0 {
 		t.Fatalf("Bucket{}.Remaining = %d; want 0", n)
 	}
-	tab := pace.NewBuckets()
+	tab := pace.NewBuckets(nil)
 	for range 1000 {
 		if ok, _ := tab.Take("k", pace.Bucket{}); ok {
 			t.Fatal("Buckets.Take with the zero Bucket admitted")

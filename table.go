@@ -82,13 +82,16 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// NewBuckets returns an empty table. WithClock is the only option it reads.
-func NewBuckets(opts ...Option) *Buckets {
+// NewBuckets returns an empty table that reads time from now instead of the
+// monotonic clock when now is not nil, as WithClock does for a Pace.
+func NewBuckets(now func() time.Time) *Buckets {
 	t := new(Buckets)
-	t.init(newConfig(opts))
+	t.init(config{clock: now})
 	return t
 }
 
+// init readies t to read time from cfg.clock (nil: the default); it reads
+// nothing else of cfg.
 func (t *Buckets) init(cfg config) {
 	t.seed = maphash.MakeSeed()
 	t.clock = cfg.clock

@@ -122,7 +122,7 @@ func New(opts ...Option) *Store {
 	}
 	// Without a clock of the caller's, the buckets keep their own default
 	// (time.Since a monotonic epoch), cheaper than a time.Now per take.
-	s.buckets = pace.NewBuckets(pace.WithClock(s.clock))
+	s.buckets = pace.NewBuckets(s.clock)
 	if s.clock == nil {
 		// The epoch plus the monotonic time since: one monotonic reading,
 		// half the cost of time.Now, which also reads the wall clock.
