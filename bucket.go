@@ -115,7 +115,16 @@ func fit(tat, now, cost, tol int64) (next, wait int64, ok bool) {
 // dropped); reorder is what to add to the bucket's total of out-of-order
 // refunds. docs/store.md has the whole arithmetic.
 func (b Bucket) Refund(tat, taken, reserved, now, shifted time.Duration) (next time.Duration, full bool, reorder time.Duration) {
-	end := taken + b.interval // the earliest the take's refill can end
+	n, full, re := refund(int64(tat), int64(taken), int64(reserved), int64(now), int64(shifted), int64(b.interval), int64(b.interval))
+	return time.Duration(n), full, time.Duration(re)
+}
+
+// refund is Refund for a take of cost nanoseconds of refill time of which
+// the last give (0 <= give <= cost) are given back: the part of a
+// reservation of n events settled at fewer. The rules are Refund's; the
+// part given back is the take's latest, the one the bucket refills last.
+func refund(tat, taken, reserved, now, shifted, cost, give int64) (next int64, full bool, reorder int64) {
+	end := taken + cost // the earliest the take's refill can end
 	switch {
 	case shifted == 0:
 		if tat < reserved && reserved > now {
@@ -125,7 +134,7 @@ func (b Bucket) Refund(tat, taken, reserved, now, shifted time.Duration) (next t
 	case shifted > 0 && reserved-shifted > end:
 		end = reserved - shifted
 	}
-	give := min(b.interval, max(end-now, 0))
+	give = min(give, max(end-now, 0))
 	if give == 0 {
 		return tat, tat <= now, 0
 	}

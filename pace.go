@@ -22,9 +22,10 @@ import (
 // must be created with New. It is safe for concurrent use by multiple
 // goroutines. The long story is in docs/pace.md.
 type Pace struct {
-	t   Buckets
-	b   Bucket
-	obs Observer
+	t     Buckets
+	b     Bucket
+	burst int // Burst, for ReserveN
+	obs   Observer
 }
 
 // MaxRate is the highest pace New accepts, in events per second per key: one
@@ -52,7 +53,7 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 			return nil, err
 		}
 	}
-	p := &Pace{b: b, obs: cfg.observer}
+	p := &Pace{b: b, burst: int(b.tolerance / b.interval), obs: cfg.observer}
 	p.t.init(cfg)
 	p.t.widen(b)
 	return p, nil
@@ -76,6 +77,23 @@ func paceShape(perSecond float64) (Bucket, error) {
 // naming a client keep its events reserved while they are checked; use Peek
 // before the check and Reserve or Allow after it instead.
 func (p *Pace) Reserve(key string) Reservation { return p.reserve(key, 1) }
+
+// ReserveN debits n events from key's bucket in one atomic step, all of
+// them or none, and reports in the returned Reservation whether they
+// fitted: for a cost known only afterwards (the tokens of an LLM call),
+// reserve an estimate and Settle the reservation at the actual. n must be
+// between 1 and Burst: more can never fit, whatever the wait, and fewer is
+// no reservation; either is refused, debiting nothing, and its RetryAfter
+// reports math.MaxInt64 (never). Reserve is ReserveN(key, 1).
+func (p *Pace) ReserveN(key string, n int) Reservation {
+	if uint(n-1) >= uint(p.burst) {
+		if p.obs != nil {
+			p.obs.Reserved(false)
+		}
+		return Reservation{p: p, d: -math.MaxInt64}
+	}
+	return p.reserve(key, n)
+}
 
 // reserve debits n events (1 <= n <= Burst) from key's bucket: Reserve and
 // ReserveN.
@@ -144,16 +162,17 @@ func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interv
 
 // Burst reports the capacity of each key's bucket in whole events: that of
 // WithBurst, else max(1, rate × 1s), rounded down.
-func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
+func (p *Pace) Burst() int { return p.burst }
 
-// Reservation is the outcome of Pace.Reserve: a small value that does not
-// allocate. Its methods are not safe for concurrent use on the same variable.
+// Reservation is the outcome of Pace.Reserve or ReserveN: a small value that
+// does not allocate. Its methods are not safe for concurrent use on the same
+// variable.
 //
 // A Reservation must not be copied: go vet's copylocks check reports copies.
-// Return disarms the variable it is called on, not its copies. A second
-// Return through a copy is often caught and gives nothing, but not always (a
-// later take can stand exactly where the copied event stood), and then gives
-// the event back twice: never copy one.
+// Settle (and Return) disarms the variable it is called on, not its copies.
+// A second Settle through a copy is often caught and gives nothing, but not
+// always (a later take can stand exactly where the copied events stood),
+// and then gives the events back twice: never copy one.
 type Reservation struct {
 	_   noCopy
 	p   *Pace
@@ -174,11 +193,12 @@ type noCopy struct{}
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
 
-// OK reports whether the event was admitted (and debited).
+// OK reports whether the events were admitted (and debited).
 func (r *Reservation) OK() bool { return r.d > 0 }
 
 // RetryAfter reports 0 when the reservation was admitted; when it was
-// refused, the exact time after the decision at which one event fits.
+// refused, the exact time after the decision at which its events fit, or
+// math.MaxInt64 when they never can (see ReserveN).
 func (r *Reservation) RetryAfter() time.Duration {
 	return time.Duration(max(-r.d, 0))
 }
@@ -192,26 +212,52 @@ func (r *Reservation) Remaining() int {
 	return r.p.b.Remaining(time.Duration(r.d), 0)
 }
 
-// Return gives the reserved event back, as if the reservation had not been
-// made. Called at once, it refunds the whole event. Called later, it refunds
-// what the bucket has not refilled of it since: time that has passed still
-// refills the bucket, and events taken in between by others are theirs, not
-// this reservation's to give back. Whatever the order and timing of returns,
-// the events kept never exceed the pace in any window; when another
-// reservation of the same shard was returned out of order since this one was
-// made, a late Return may give back less than exactly (see Bucket.Refund).
-// It never lifts the bucket above full. It does nothing on a refused
-// reservation, on the zero Reservation, or when called a second time on the
-// same variable.
-func (r *Reservation) Return() {
+// Return gives the reserved events back, as if the reservation had not
+// been made: it is Settle(0). Called at once, it refunds all of them.
+// Called later, it refunds what the bucket has not refilled of them since:
+// time that has passed still refills the bucket, and events taken in between
+// by others are theirs, not this reservation's to give back. Whatever the
+// order and timing of returns, the events kept never exceed the pace in any
+// window; when another reservation of the same shard was returned out of
+// order since this one was made, a late Return may give back less than
+// exactly (see Bucket.Refund). It never lifts the bucket above full. It does
+// nothing on a refused reservation, on the zero Reservation, or when called
+// a second time on the same variable.
+func (r *Reservation) Return() { r.Settle(0) }
+
+// Settle settles an admitted reservation of n events at used, the count
+// actually spent, and disarms it. Fewer than n gives back the other n − used
+// by the rules of a late Return: all of them when settled at once, never
+// more than the bucket has not refilled of them, never above full. More
+// than n debits used − n more, whether or not they fit, as Debit does: the
+// key goes into debt (up to about 73 years) and its decisions are refused
+// until the pace has repaid it, so a client that always reserves too little
+// still gets no more than the pace over time. used below 0 counts as 0.
+// Settle does nothing on a refused reservation, on the zero Reservation, or
+// when called a second time on the same variable.
+//
+// For any key and any interval of length T, the events kept (reserved, as
+// settled) are at most rate × T + Burst + the excess of the settlements
+// made in that interval; docs/pace.md has the arithmetic.
+func (r *Reservation) Settle(used int) {
 	if r.d <= 0 {
 		return
 	}
-	reserved := r.at + r.d
+	n, reserved := r.more+1, r.at+r.d
 	r.d = 0
 	p := r.p
-	if p.t.refund(r.key, p.b, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
-		p.obs.Returned()
+	iv := int64(p.b.interval)
+	switch used = max(used, 0); {
+	case used < n:
+		if p.t.refund(r.key, int64(n)*iv, int64(n-used)*iv, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
+			p.obs.Returned()
+		}
+	case used > n:
+		over := int64(maxTolerance)
+		if extra := int64(used - n); extra < over/iv {
+			over = extra * iv
+		}
+		p.t.charge(r.key, over, p.t.now())
 	}
 }
 
@@ -219,10 +265,11 @@ func (r *Reservation) Return() {
 // Its methods are called on the decision path, once per call, and must be
 // fast and safe for concurrent use by multiple goroutines.
 type Observer interface {
-	// Reserved is called once per Reserve or Allow with its outcome.
+	// Reserved is called once per Reserve, ReserveN or Allow with its
+	// outcome.
 	Reserved(ok bool)
-	// Returned is called once per Reservation.Return that gave back (all or
-	// part of) an event.
+	// Returned is called once per Reservation.Return or Settle that gave
+	// back (all or part of) an event.
 	Returned()
 }
 

@@ -323,14 +323,15 @@ func (t *Buckets) peek(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 	}
 }
 
-// refund gives back, at now, the take of shape b decided at taken that moved
-// the bucket hashed to h to reserved, when the shard's out-of-order total was
-// gen (see Bucket.Refund), and drops the row if that leaves the bucket full.
-// It reports whether anything was given back.
+// refund gives back, at now, give nanoseconds of refill time of a take of
+// cost nanoseconds decided at taken that moved the bucket hashed to h to
+// reserved, when the shard's out-of-order total was gen (see Bucket.Refund
+// and refund), and drops the row if that leaves the bucket full. It reports
+// whether anything was given back.
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, now int64) bool {
+func (t *Buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -338,9 +339,9 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 	if s == nil {
 		return false
 	}
-	shifted := time.Duration(-1) // unknown: the take overlapped a refund's swap
+	shifted := int64(-1) // unknown: the take overlapped a refund's swap
 	if d := (sh.shifted.Load() - gen) / 2; gen&1 == 0 && d <= math.MaxInt64 {
-		shifted = time.Duration(d) // even under mu: only mu holders change it
+		shifted = int64(d) // even under mu: only mu holders change it
 	}
 	if shifted != 0 && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
 		return false // given back already, through a copy
@@ -350,8 +351,8 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		if v == deleted {
 			return false
 		}
-		next, full, reorder := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), shifted)
-		if int64(next) == v && !full {
+		next, full, reorder := refund(v, taken, reserved, now, shifted, cost, give)
+		if next == v && !full {
 			return false // nothing to give back: reorder is 0 too
 		}
 		if reorder > 0 {
@@ -361,7 +362,7 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		if full {
 			done = sh.drop(s, v)
 		} else {
-			done = s.CompareAndSwap(v, int64(next))
+			done = s.CompareAndSwap(v, next)
 		}
 		if reorder > 0 {
 			if done {
@@ -376,7 +377,22 @@ func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, 
 		if reorder > 0 && gen&1 == 0 {
 			sh.last = takeID{h, taken, reserved, gen}
 		}
-		return int64(next) != v
+		return next != v
+	}
+}
+
+// charge debits cost nanoseconds of refill time (0 <= cost <= maxTolerance)
+// from the bucket of the key hashed to h at now, whether or not they fit:
+// an overdraft, which puts the bucket into debt up to maxTolerance, so that
+// later takes are refused until the pace has repaid it. A charge is a take
+// that always fits, not a refund: it moves the out-of-order total of none.
+func (t *Buckets) charge(h uint64, cost, now int64) {
+	for cost > 0 {
+		d, _ := t.decideSlow(h, cost, int64(maxTolerance), now)
+		if d >= 0 {
+			return
+		}
+		cost += d // over the most debt by -d: take what room is left, if any
 	}
 }
 
