@@ -75,8 +75,10 @@ func reserveReturn(p *pace.Pace, key string) bool {
 }
 
 // run benchmarks do over n keys, serial and parallel, and checks that the
-// number of admitted decisions is the one wanted (all or none).
-func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, wantAll bool) {
+// number of admitted decisions is the one wanted (all or none). The keys are
+// visited in turn, or in the fixed pseudo-random order of benchkit.Order
+// when random is set.
+func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, wantAll, random bool) {
 	keys := benchkit.Keys(b, n)
 	if n >= floodKeys && wantAll {
 		benchkit.Run(b, 0, func(b *testing.B) benchkit.Decide {
@@ -85,7 +87,12 @@ func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, w
 		}, true)
 		return
 	}
-	benchkit.Run(b, n, func(b *testing.B) benchkit.Decide {
+	cycle, at := n, func(i int) string { return keys[i] }
+	if random {
+		order := benchkit.Order(n)
+		cycle, at = len(order), func(i int) string { return keys[order[i]] }
+	}
+	benchkit.Run(b, cycle, func(b *testing.B) benchkit.Decide {
 		p := newPace(b, rateOf(b, n))
 		for _, k := range keys {
 			p.Allow(k) // create every row; at the refuse rate this spends it
@@ -93,19 +100,31 @@ func run(b *testing.B, n int, rateOf func(b *testing.B, n int) float64, do op, w
 		if !wantAll && p.Len() != n {
 			b.Fatalf("Len() = %d after spending %d keys", p.Len(), n)
 		}
-		return func(i int) bool { return do(p, keys[i]) }
+		return func(i int) bool { return do(p, at(i)) }
 	}, wantAll)
 }
 
+// BenchmarkReserve measures Reserve (admit, refuse) and Reserve then Return
+// on one hot key, 10,000 keys in turn and in a random order, and a million
+// keys.
 func BenchmarkReserve(b *testing.B) {
 	refuse := func(*testing.B, int) float64 { return refuseRate }
-	for _, n := range []int{1, 10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("admit/keys=%d", n), func(b *testing.B) { run(b, n, admitRate, reserve, true) })
+	paths := []struct {
+		name    string
+		rate    func(*testing.B, int) float64
+		do      op
+		wantAll bool
+	}{
+		{"admit", admitRate, reserve, true},
+		{"refuse", refuse, reserve, false},
+		{"return", admitRate, reserveReturn, true},
 	}
-	for _, n := range []int{1, 10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("refuse/keys=%d", n), func(b *testing.B) { run(b, n, refuse, reserve, false) })
-	}
-	for _, n := range []int{1, 10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("return/keys=%d", n), func(b *testing.B) { run(b, n, admitRate, reserveReturn, true) })
+	for _, path := range paths {
+		for _, n := range []int{1, 10_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/keys=%d", path.name, n), func(b *testing.B) { run(b, n, path.rate, path.do, path.wantAll, false) })
+			if n == 10_000 {
+				b.Run(fmt.Sprintf("%s/keys=%d/random", path.name, n), func(b *testing.B) { run(b, n, path.rate, path.do, path.wantAll, true) })
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package pace_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ratepace/pace"
@@ -117,4 +118,60 @@ func ExampleShared() {
 	// 200, 0 left
 	// 429 (store), retry after 500ms
 	// 429 (held), retry after 300ms
+}
+
+// WithBurst lets a slow pace admit a burst: "10 a minute" admits 10 back to
+// back, then one every 6 s.
+func ExampleWithBurst() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := pace.New(10.0/60, pace.WithBurst(10), pace.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	admitted := 0
+	for p.Allow("api-key-1") {
+		admitted++
+	}
+	r := p.Reserve("api-key-1")
+	fmt.Println(admitted, "admitted; then retry after", r.RetryAfter())
+	now = now.Add(6 * time.Second)
+	fmt.Println(p.Allow("api-key-1"), p.Allow("api-key-1"))
+	// Output:
+	// 10 admitted; then retry after 6s
+	// true false
+}
+
+// ReserveN reserves an estimate and Settle settles it at the actual: a
+// gateway admitting LLM calls against a budget of tokens per key.
+func ExamplePace_ReserveN() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := pace.New(1000.0/60, pace.WithBurst(1000), pace.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	call := func(estimate, used int) {
+		res := p.ReserveN("api-key-1", estimate)
+		switch {
+		case !res.OK() && res.RetryAfter() == math.MaxInt64:
+			fmt.Printf("estimate %d: 413, can never fit\n", estimate)
+			return
+		case !res.OK():
+			fmt.Printf("estimate %d: 429, retry after %v\n", estimate, res.RetryAfter())
+			return
+		}
+		res.Settle(used)
+		fmt.Printf("estimate %d: used %d\n", estimate, used)
+	}
+	call(600, 250) // 350 come back
+	call(600, 900) // 300 more than reserved: 150 in debt
+	call(200, 200)
+	now = now.Add(30 * time.Second) // 500 refilled, one every 60 ms
+	call(200, 200)
+	call(2000, 0) // more than the burst can ever hold
+	// Output:
+	// estimate 600: used 250
+	// estimate 600: used 900
+	// estimate 200: 429, retry after 21s
+	// estimate 200: used 200
+	// estimate 2000: 413, can never fit
 }

@@ -18,6 +18,10 @@ type config struct {
 	clock    func() time.Time
 	observer Observer
 
+	// New
+	burst    float64 // events; meaningful when burstSet
+	burstSet bool
+
 	// NewShared
 	quotas     []driver.Shape
 	fb         *Pace
@@ -91,6 +95,23 @@ func (c *config) serves(name string, targets target) bool {
 func (c *config) fail(err error) {
 	if c.err == nil {
 		c.err = err
+	}
+}
+
+// WithBurst sets the capacity of each key's bucket to n events: the most a
+// key that has been idle long enough can take back to back. The default is
+// one second of the pace, max(1, perSecond). pace.New(10.0/60,
+// pace.WithBurst(10)) admits 10 events back to back, then one every 6 s;
+// whatever the burst, a key gets at most perSecond × T + n events in any
+// interval of length T. n must be a finite number of at least 1 (a
+// fraction is kept: Burst reports the whole events), and n events must
+// refill within about 73 years; otherwise New returns an error wrapping
+// ErrInvalidArgument. It serves New.
+func WithBurst(n float64) Option {
+	return func(c *config) {
+		if c.serves("WithBurst", forNew) {
+			c.burst, c.burstSet = n, true
+		}
 	}
 }
 

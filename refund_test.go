@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/fakeclock"
 )
 
 // kept is an independent check of the promise "never over pace": it knows
@@ -211,6 +212,17 @@ func TestFrozenInstantReturnsAreNotCopies(t *testing.T) {
 	}
 }
 
+// drainKept takes events of key until one is refused, adds each to k at the
+// clock's reading, and returns how many were taken.
+func drainKept(p *pace.Pace, key string, c *fakeclock.Clock, k *kept) int {
+	n := 0
+	for p.Allow(key) {
+		n++
+		k.add(c.Elapsed())
+	}
+	return n
+}
+
 // copyOf copies a Reservation the way careless code does. go vet reports
 // such copies (the point of the marker), so the copy goes through reflect.
 func copyOf(r *pace.Reservation) *pace.Reservation {
@@ -397,12 +409,7 @@ func TestLateReturnsOldestFirstAreExact(t *testing.T) {
 	c.Advance(260 * time.Millisecond)
 	a.Return()
 	b.Return()
-	n := 0
-	for p.Allow("k") {
-		n++
-		k.add(c.Elapsed())
-	}
-	if n != 3 {
+	if n := drainKept(p, "k", c, k); n != 3 {
 		t.Fatalf("after two late returns, oldest first, %d events fit at 260 ms; want 3 (as if neither had been reserved)", n)
 	}
 	k.check(t, "late returns, oldest first")

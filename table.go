@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/gcra"
 )
 
 // Buckets is a table of token buckets, one per key, each kept as a single
@@ -84,14 +85,16 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// NewBuckets returns an empty table that reads time from clock (nil: the
-// monotonic clock; see WithClock).
-func NewBuckets(clock func() time.Time) *Buckets {
+// NewBuckets returns an empty table that reads time from now instead of the
+// monotonic clock when now is not nil, as WithClock does for a Pace.
+func NewBuckets(now func() time.Time) *Buckets {
 	t := new(Buckets)
-	t.init(clock)
+	t.init(now)
 	return t
 }
 
+// init readies t to read time from cfg.clock (nil: the default); it reads
+// nothing else of cfg.
 func (t *Buckets) init(clock func() time.Time) {
 	t.seed = maphash.MakeSeed()
 	t.clock = clock
@@ -121,7 +124,7 @@ func (t *Buckets) clamped() int64 {
 }
 
 func (t *Buckets) hash(key string) uint64 {
-	h := maphash.String(t.seed, key)
+	h := maphash.Comparable(t.seed, key)
 	if h == 0 {
 		h = 1
 	}
@@ -196,27 +199,89 @@ func (t *Buckets) widen(b driver.Shape) {
 // take decides one take of shape b for the key hashed to h at now. When ok,
 // tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
-// nothing was written.
+// nothing was written. The zero driver.Shape refuses, even a full bucket.
 func (t *Buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
+	if b.Tolerance() == 0 {
+		return 0, int64(driver.MaxTolerance), 0, false
+	}
+	cost, tol := int64(b.Interval()), int64(b.Tolerance())
+	d := int64(0)
+	if cost > 0 { // decide's answer of 0 is "not decided", a free take's "admitted"
+		d, gen = t.decide(h, cost, tol, now)
+	}
+	if d == 0 {
+		d, gen = t.decideSlow(h, cost, tol, now)
+	}
+	if d < 0 {
+		return 0, -d, gen, false
+	}
+	return now + d, 0, gen, true
+}
+
+// decide takes, at now, cost nanoseconds of refill time from the bucket of
+// tolerance tol (0 < cost <= tol <= driver.MaxTolerance) of the key hashed to h.
+// Admitted, d is the new arrival time less now (at least cost) and gen the
+// shard's out-of-order total before the take (for refund); refused, d is
+// minus the wait until the take would fit, and nothing was written.
+//
+// decide is the common case: a key with a live row, in a shard whose sweep
+// is not due, decided with only the loads the decision needs. For any other
+// case it returns d = 0, having written nothing, and the caller goes on
+// with decideSlow. It calls nothing, so that it needs no stack frame.
+func (t *Buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+	sh := &t.shards[h>>(64-shardBits)]
+	// Read before the slot and again after the swap: a take that overlapped
+	// an out-of-order refund's swap (the total odd, or moved) records an
+	// odd total, for which how far it moved is unknown, since it may have
+	// been decided on the refunded state yet counted before it.
+	gen = sh.shifted.Load()
+	tab := sh.tab.Load()
+	if tab == nil || now >= sh.nextSweep.Load() {
+		return 0, 0
+	}
+	keys, mask := tab.keys, tab.mask
+	i := h & mask
+	for k := keys[i].Load(); k != h; k = keys[i].Load() {
+		if k == 0 {
+			return 0, 0
+		}
+		i = (i + 1) & mask
+	}
+	s := &tab.tats[i]
+	v := s.Load()
+	if v <= deleted {
+		return 0, 0 // deleted or moved
+	}
+	base := max(v, now)
+	if d = base - now + cost; d > tol {
+		return tol - d, gen // refused: nothing written
+	}
+	if !s.CompareAndSwap(v, base+cost) {
+		return 0, 0 // another decision moved the slot
+	}
+	return d, settled(sh, gen)
+}
+
+// decideSlow is decide for every case: a sweep due, a key absent or
+// deleted (inserted under the lock), a row being moved, a swap lost to
+// another decision. Unlike decide, it also takes a free take (cost 0),
+// whose admission it reports as d = 0.
+func (t *Buckets) decideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
 	}
 	for {
-		// Read before and after the swap: a take that overlapped an
-		// out-of-order refund's swap (the total odd, or moved) records an
-		// odd total, for which how far it moved is unknown, since it may
-		// have been decided on the refunded state yet counted before it.
-		gen = sh.shifted.Load()
+		gen = sh.shifted.Load() // see decide
 		if s := sh.find(h); s != nil {
 			v := s.Load()
 			if v > deleted {
-				next, w, ok := b.Take(time.Duration(v), time.Duration(now))
+				next, w, ok := gcra.Fit(v, now, cost, tol)
 				if !ok {
-					return v, int64(w), gen, false
+					return -w, gen
 				}
-				if s.CompareAndSwap(v, int64(next)) {
-					return int64(next), 0, settled(sh, gen), true
+				if s.CompareAndSwap(v, next) {
+					return next - now, settled(sh, gen)
 				}
 				continue
 			}
@@ -225,11 +290,8 @@ func (t *Buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, ge
 				continue
 			}
 		}
-		if b.Tolerance() == 0 {
-			return 0, int64(driver.MaxTolerance), gen, false // the zero driver.Shape refuses even when full
-		}
-		if tat, done := t.insert(sh, h, b, now); done {
-			return tat, 0, settled(sh, gen), true
+		if tat, done := t.insert(sh, h, cost, now); done {
+			return tat - now, settled(sh, gen)
 		}
 	}
 }
@@ -264,14 +326,15 @@ func (t *Buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok
 	}
 }
 
-// refund gives back, at now, the take of shape b decided at taken that moved
-// the bucket hashed to h to reserved, when the shard's out-of-order total was
-// gen (see driver.Shape.Refund), and drops the row if that leaves the bucket full.
-// It reports whether anything was given back.
+// refund gives back, at now, give nanoseconds of refill time of a take of
+// cost nanoseconds decided at taken that moved the bucket hashed to h to
+// reserved, when the shard's out-of-order total was gen (see driver.Shape.Refund
+// and refund), and drops the row if that leaves the bucket full. It reports
+// whether anything was given back.
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen uint64, now int64) bool {
+func (t *Buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -279,9 +342,9 @@ func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen ui
 	if s == nil {
 		return false
 	}
-	shifted := time.Duration(-1) // unknown: the take overlapped a refund's swap
+	shifted := int64(-1) // unknown: the take overlapped a refund's swap
 	if d := (sh.shifted.Load() - gen) / 2; gen&1 == 0 && d <= math.MaxInt64 {
-		shifted = time.Duration(d) // even under mu: only mu holders change it
+		shifted = int64(d) // even under mu: only mu holders change it
 	}
 	if shifted != 0 && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
 		return false // given back already, through a copy
@@ -291,8 +354,8 @@ func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen ui
 		if v == deleted {
 			return false
 		}
-		next, full, reorder := b.Refund(time.Duration(v), time.Duration(taken), time.Duration(reserved), time.Duration(now), shifted)
-		if int64(next) == v && !full {
+		next, full, reorder := gcra.Refund(v, taken, reserved, now, shifted, cost, give)
+		if next == v && !full {
 			return false // nothing to give back: reorder is 0 too
 		}
 		if reorder > 0 {
@@ -302,7 +365,7 @@ func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen ui
 		if full {
 			done = sh.drop(s, v)
 		} else {
-			done = s.CompareAndSwap(v, int64(next))
+			done = s.CompareAndSwap(v, next)
 		}
 		if reorder > 0 {
 			if done {
@@ -317,7 +380,22 @@ func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen ui
 		if reorder > 0 && gen&1 == 0 {
 			sh.last = takeID{h, taken, reserved, gen}
 		}
-		return int64(next) != v
+		return next != v
+	}
+}
+
+// charge debits cost nanoseconds of refill time (0 <= cost <= driver.MaxTolerance)
+// from the bucket of the key hashed to h at now, whether or not they fit:
+// an overdraft, which puts the bucket into debt up to driver.MaxTolerance, so that
+// later takes are refused until the pace has repaid it. A charge is a take
+// that always fits, not a refund: it moves the out-of-order total of none.
+func (t *Buckets) charge(h uint64, cost, now int64) {
+	for cost > 0 {
+		d, _ := t.decideSlow(h, cost, int64(driver.MaxTolerance), now)
+		if d >= 0 {
+			return
+		}
+		cost += d // over the most debt by -d: take what room is left, if any
 	}
 }
 
@@ -354,12 +432,12 @@ func (sh *shard) waitRebuild() {
 	sh.mu.Unlock() //lint:ignore SA2001 an empty critical section is the point: it waits for the rebuild
 }
 
-// insert takes the first take from an absent (full) bucket hashed to h, under
+// insert takes a first take of cost from an absent (full) bucket hashed to h, under
 // the shard lock. It reports done=false when the key turned out to be live
 // already (another goroutine inserted it), so the caller decides on the lock-
 // free path again.
-func (t *Buckets) insert(sh *shard, h uint64, b driver.Shape, now int64) (tat int64, done bool) {
-	next, _, _ := b.Take(time.Duration(now), time.Duration(now)) // a full bucket admits any valid take
+func (t *Buckets) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
+	next := now + cost // a full bucket admits any valid take
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.live.Load() >= 2*max(sh.swept, minSlots) {
@@ -375,11 +453,11 @@ func (t *Buckets) insert(sh *shard, h uint64, b driver.Shape, now int64) (tat in
 				if s.Load() != deleted {
 					return 0, false
 				}
-				if b.Interval() > 0 {
-					s.Store(int64(next)) // revive: only mu holders write a deleted slot
+				if cost > 0 {
+					s.Store(next) // revive: only mu holders write a deleted slot
 					sh.live.Add(1)
 				}
-				return int64(next), true
+				return next, true
 			}
 			if k == 0 {
 				free = int(i)
@@ -387,18 +465,18 @@ func (t *Buckets) insert(sh *shard, h uint64, b driver.Shape, now int64) (tat in
 			}
 		}
 	}
-	if b.Interval() == 0 {
-		return int64(next), true // a take of cost zero leaves the bucket full: no row
+	if cost == 0 {
+		return next, true // a take of cost zero leaves the bucket full: no row
 	}
 	if tab == nil || 4*(sh.used+1) > 3*len(tab.keys) {
 		tab = sh.rebuild(int(sh.live.Load()) + 1)
 		free = tab.free(h)
 	}
-	tab.tats[free].Store(int64(next))
+	tab.tats[free].Store(next)
 	tab.keys[free].Store(h) // publish after the value
 	sh.used++
 	sh.live.Add(1)
-	return int64(next), true
+	return next, true
 }
 
 // free returns the index of the empty slot where h would be inserted. The

@@ -3,6 +3,8 @@ package driver
 import (
 	"math"
 	"time"
+
+	"github.com/ratepace/pace/internal/gcra"
 )
 
 // MaxTolerance bounds a bucket's tolerance (the time it takes to refill from
@@ -84,12 +86,8 @@ func (b Shape) Take(tat, now time.Duration) (next, wait time.Duration, ok bool) 
 	if b.tolerance == 0 {
 		return tat, MaxTolerance, false // the zero Shape: nothing ever fits
 	}
-	base := max(tat, now)
-	debt := base - now + b.interval
-	if debt > b.tolerance {
-		return tat, debt - b.tolerance, false
-	}
-	return base + b.interval, 0, true
+	n, w, ok := gcra.Fit(int64(tat), int64(now), int64(b.interval), int64(b.tolerance))
+	return time.Duration(n), time.Duration(w), ok
 }
 
 // Refund gives back, at now, one take of this shape to a bucket whose TAT is
@@ -108,28 +106,8 @@ func (b Shape) Take(tat, now time.Duration) (next, wait time.Duration, ok bool) 
 // dropped); reorder is what to add to the bucket's total of out-of-order
 // refunds. docs/store.md has the whole arithmetic.
 func (b Shape) Refund(tat, taken, reserved, now, shifted time.Duration) (next time.Duration, full bool, reorder time.Duration) {
-	end := taken + b.interval // the earliest the take's refill can end
-	switch {
-	case shifted == 0:
-		if tat < reserved && reserved > now {
-			return tat, tat <= now, 0 // given back already
-		}
-		end = reserved
-	case shifted > 0 && reserved-shifted > end:
-		end = reserved - shifted
-	}
-	give := min(b.interval, max(end-now, 0))
-	if give == 0 {
-		return tat, tat <= now, 0
-	}
-	if shifted != 0 || tat != reserved {
-		reorder = give
-	}
-	next = tat - give
-	if next <= now {
-		return now, true, reorder
-	}
-	return next, false, reorder
+	n, full, re := gcra.Refund(int64(tat), int64(taken), int64(reserved), int64(now), int64(shifted), int64(b.interval), int64(b.interval))
+	return time.Duration(n), full, time.Duration(re)
 }
 
 // Remaining reports how many whole takes still fit at now in a bucket whose

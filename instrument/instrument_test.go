@@ -812,7 +812,7 @@ func TestFailures(t *testing.T) {
 	closed.Get(ctx, "fail")                     // no decision: not counted
 	open.(driver.Taker).Take(ctx, "fail", []driver.Shape{mustBucket(10, 1, 1)})
 	closed.(driver.Taker).TakeMany(ctx, []string{"fail"}, []driver.Shape{mustBucket(10, 1, 1)}, make([]driver.Grant, 1))
-	hook.Failed("Get", errBackend, true)        // not a deciding method: ignored
+	hook.Failed("Get", errBackend, true) // not a deciding method: ignored
 	want := `
 # HELP pace_store_failure_decisions_total Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).
 # TYPE pace_store_failure_decisions_total counter

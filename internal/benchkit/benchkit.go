@@ -7,6 +7,7 @@ package benchkit
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,26 @@ func Keys(tb testing.TB, n int) []string {
 		tb.Fatalf("benchkit.Keys(%d): %d distinct keys", n, len(seen))
 	}
 	return keys
+}
+
+// Order returns the fixed pseudo-random order in which a benchmark visits n
+// keys: whole permutations of [0, n), one after another, at least 1<<16
+// long, the same in every run. Requests from many clients arrive in no
+// particular order; a walk in table order keeps the next key's line in
+// cache.
+func Order(n int) []int32 {
+	perms := max(1, (1<<16+n-1)/n)
+	order := make([]int32, 0, perms*n)
+	rng := rand.New(rand.NewPCG(0x9ace, uint64(n)))
+	for range perms {
+		start := len(order)
+		for i := range n {
+			order = append(order, int32(i))
+		}
+		p := order[start:]
+		rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
+	}
+	return order
 }
 
 // Heap returns the live heap in bytes (runtime.MemStats.HeapAlloc) after
