@@ -30,7 +30,11 @@ const (
 // pacerClient is the pacer as a program uses it: pacer.New with its
 // defaults, each client its own Transport.
 func pacerClient(id int, seed uint64, base http.RoundTripper) http.RoundTripper {
-	return pacer.Transport(base, pacer.New(pacer.WithSeed(seed*1000+uint64(id)+1)))
+	p, err := pacer.New(pacer.WithSeed(seed*1000 + uint64(id) + 1))
+	if err != nil {
+		panic(err) // a valid option
+	}
+	return pacer.Transport(base, p)
 }
 
 type cell struct {
