@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +16,7 @@ import (
 
 var (
 	runs  = flag.Int("runs", 1, "runs of each library and client count; the figures are the worst")
-	table = flag.String("table", "", "write the table of figures to this file")
+	table = flag.String("table", "", "TestGoalsTable: write the goals table to this file")
 )
 
 // Every run: 40 calls per 2 s window on one key, 10 windows.
@@ -85,7 +84,7 @@ func measureLibs(t *testing.T, newClient Client) map[cell]Result {
 	return out
 }
 
-func writeTable(t *testing.T, cells map[cell]Result) string {
+func writeTable(cells map[cell]Result) string {
 	var keys []cell
 	for c := range cells {
 		keys = append(keys, c)
@@ -106,25 +105,33 @@ func writeTable(t *testing.T, cells map[cell]Result) string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.3f | %.2f%% | %s | %d | %d |\n", c.lib, c.clients, r.Utilisation, 100*r.RejectRatio, j, r.LateRefused, r.Early)
 	}
-	if *table != "" {
-		if err := os.WriteFile(*table, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return b.String()
 }
 
-// TestLibs runs the pacer against every library over real HTTP (about 20 s:
-// every cell at once) and checks that no call goes before a Retry-After.
-// The figures of docs/pacer.md are the worst of several runs:
+// TestLibs runs the pacer against every library at N = 1, 4 and 16 over
+// real HTTP (about 20 s: every cell at once) and checks that no call goes
+// before a Retry-After, and that no figure falls past the floors below,
+// set under the worst of the pacer's runs on a loaded 2-core machine
+// (docs/pacer.md has the figures and the goals, which the pacer does not
+// all meet; TestGoalsTable writes them):
 //
-//	go test -count=1 -run TestLibs ./pacertest -args -runs 3 -table /tmp/libs.md
+//	go test -count=1 -run TestLibs ./pacertest -args -runs 3
 func TestLibs(t *testing.T) {
 	cells := measureLibs(t, pacerClient)
-	t.Log("\n" + writeTable(t, cells))
+	t.Log("\n" + writeTable(cells))
 	for c, r := range cells {
 		if r.Early > 0 {
 			t.Errorf("%s N=%d: %d calls before a Retry-After", c.lib, c.clients, r.Early)
 		}
+		if r.Utilisation < libFloor.util || r.RejectRatio > libFloor.ratio || r.Jain < libFloor.jain {
+			t.Errorf("%s N=%d: utilisation %.3f, 429 ratio %.4f, J %.3f; want >= %.2f, <= %.2f, >= %.2f",
+				c.lib, c.clients, r.Utilisation, r.RejectRatio, r.Jain, libFloor.util, libFloor.ratio, libFloor.jain)
+		}
 	}
 }
+
+// libFloor is what TestLibs asserts of every cell: below the pacer's worst
+// over two sets of 3 runs of every cell (utilisation 0.50 on httprate at
+// N = 1, 429 ratio 19.4% on ulule at N = 16, J 0.28 on go-limiter at
+// N = 16) by a margin for a loaded machine.
+var libFloor = struct{ util, ratio, jain float64 }{0.40, 0.30, 0.15}
