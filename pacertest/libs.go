@@ -47,7 +47,7 @@ var Libs = []Lib{
 		}},
 	{Name: "httprate", Algorithm: "sliding window counter, reset in epoch seconds, Retry-After in seconds",
 		Wrap: func(limit int, window time.Duration, next http.Handler) (http.Handler, func(), error) {
-			return httprate.Limit(limit, window, httprate.WithKeyFuncs(oneKey))(next), func() {}, nil
+			return httprate.LimitBy(limit, window, oneKey)(next), func() {}, nil
 		}},
 	{Name: "ulule", Algorithm: "fixed window from the first call, reset in epoch seconds, no Retry-After",
 		Wrap: func(limit int, window time.Duration, next http.Handler) (http.Handler, func(), error) {
