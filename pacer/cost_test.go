@@ -15,7 +15,7 @@ import (
 // calls and as many of the others'. report is what every response says.
 func busyPacer(c *fakeclock.Clock, n int) (p *Pacer, report Signal) {
 	const window = time.Hour
-	p = New(WithClock(c), WithSeed(1), WithWindow(window))
+	p = MustNew(WithClock(c), WithSeed(1), WithWindow(window))
 	report = Signal{Limit: int64(4 * n), Used: int64(2 * n), HasUsed: true}
 	step := window / time.Duration(n)
 	c.Advance(-window)
@@ -67,7 +67,7 @@ func TestMemoryDoesNotGrowWithCallsInWindow(t *testing.T) {
 	const window = 24 * time.Hour
 	for _, observe := range []bool{true, false} {
 		c := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-		p := New(WithClock(c), WithSeed(1), WithWindow(window))
+		p := MustNew(WithClock(c), WithSeed(1), WithWindow(window))
 		report := Signal{Limit: 1 << 30, Used: 1 << 20, HasUsed: true, Window: window}
 		p.Observe(report)
 		call := func() {

@@ -63,7 +63,7 @@ func crowdRun(m crowdServer, w time.Duration, windows, n int, seed uint64) (acce
 	cs := make([]*client, n)
 	for i := range cs {
 		c := fakeclock.New(ownT0)
-		cs[i] = &client{c: c, p: New(WithClock(c), WithSeed(seed+uint64(i))), send: ownT0.Add(time.Duration(i) * time.Millisecond)}
+		cs[i] = &client{c: c, p: MustNew(WithClock(c), WithSeed(seed+uint64(i))), send: ownT0.Add(time.Duration(i) * time.Millisecond)}
 	}
 	for {
 		var next *client

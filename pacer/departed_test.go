@@ -50,7 +50,7 @@ func (o *others) until(l *logModel, now time.Time) {
 func runLog(t *testing.T, l *logModel, o *others, end time.Time) time.Duration {
 	t.Helper()
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	for c.Now().Before(end) {
 		d := p.Reserve()
 		c.Advance(d + 100*time.Millisecond)
@@ -108,7 +108,7 @@ func TestFullCountLooksAtRoundWindows(t *testing.T) {
 // without a reset, and the window stays the default.
 func TestBucketWithPassedResetIsNoLog(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	b := &bucketModel{limit: 300, window: 30 * time.Second, tokens: 300, at: ownT0}
 	o := ownT0.Add(20 * time.Millisecond)
 	for c.Now().Before(ownT0.Add(40 * time.Second)) {
@@ -137,7 +137,7 @@ func TestBucketWithPassedResetIsNoLog(t *testing.T) {
 // window with a larger share than those that were only refused.
 func TestRefusedLookLeavesTheOthersRate(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	l := &logModel{limit: 100, window: time.Minute}
 	o := &others{next: ownT0.Add(50 * time.Millisecond), stop: ownT0.Add(time.Hour), gap: 50 * time.Millisecond}
 	for i := 0; i < 200; i++ {
@@ -172,7 +172,7 @@ func TestRefusedLookLeavesTheOthersRate(t *testing.T) {
 // keeps its own calls per second, and its control loop grows them.
 func TestBoundFromLeavingKeepsOwnPace(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	l := &logModel{limit: 200, window: 20 * time.Second}
 	o := &others{next: ownT0.Add(50 * time.Millisecond), stop: ownT0.Add(time.Hour), gap: 250 * time.Millisecond}
 	for c.Now().Before(ownT0.Add(30 * time.Second)) {
@@ -204,7 +204,7 @@ func TestBoundFromLeavingKeepsOwnPace(t *testing.T) {
 // barrier says (half the window), as it did before it looked.
 func TestNoLookWithoutRetryAfter(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	l := &logModel{limit: 120, window: time.Minute}
 	o := &others{next: ownT0.Add(50 * time.Millisecond), stop: ownT0.Add(3 * time.Second), gap: 30 * time.Millisecond}
 	var full time.Time // when this client first saw the count full

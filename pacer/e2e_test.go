@@ -67,7 +67,7 @@ func TestEndToEnd(t *testing.T) {
 			defer wg.Done()
 			// Each client learns the window from RateLimit-Policy; its
 			// default of a minute would be wrong by a factor of 30.
-			p := pacer.New(pacer.WithSeed(uint64(i) + 1))
+			p := pacer.MustNew(pacer.WithSeed(uint64(i) + 1))
 			base := &http.Transport{}
 			defer base.CloseIdleConnections()
 			client := &http.Client{Transport: pacer.Transport(base, p)}

@@ -70,7 +70,7 @@ func retryAfterAt(v string, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// TestEndToEndZoo runs 4 pacers (pacer.New(), each its own Transport)
+// TestEndToEndZoo runs 4 pacers (pacer.MustNew(), each its own Transport)
 // against every kind of the zoo scaled to a 1-3 s window behind httptest,
 // all kinds at once, for 9 s, and checks that no call goes before a
 // Retry-After and that each kind's 429 ratio and utilisation stay within
@@ -98,7 +98,7 @@ func TestEndToEndZoo(t *testing.T) {
 					defer wg.Done()
 					base := &http.Transport{}
 					defer base.CloseIdleConnections()
-					client := &http.Client{Transport: pacer.Transport(base, pacer.New(pacer.WithSeed(uint64(c)+1)))}
+					client := &http.Client{Transport: pacer.Transport(base, pacer.MustNew(pacer.WithSeed(uint64(c)+1)))}
 					for ctx.Err() == nil {
 						req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
 						req.Header.Set("X-Client", strconv.Itoa(c))

@@ -38,7 +38,7 @@ func joinSteadyLog(seed uint64) int {
 	const rtt = 5 * time.Millisecond
 	m := &countingLogModel{limit: 20, window: time.Second}
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(seed))
+	p := MustNew(WithClock(c), WithSeed(seed))
 	other := ownT0
 	send := ownT0.Add(3 * time.Second)
 	accepted := 0

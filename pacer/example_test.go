@@ -13,7 +13,7 @@ import (
 // return together.
 func ExamplePacer_Observe() {
 	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := pacer.New(pacer.WithClock(clock), pacer.WithSeed(7))
+	p, _ := pacer.New(pacer.WithClock(clock), pacer.WithSeed(7))
 
 	h := http.Header{}
 	h.Set("X-Ratelimit-Limit", "40")
@@ -40,7 +40,10 @@ func ExampleParseHeader() {
 }
 
 func ExampleTransport() {
-	p := pacer.New()
+	p, err := pacer.New()
+	if err != nil {
+		panic(err) // only an invalid option fails
+	}
 	client := &http.Client{Transport: pacer.Transport(http.DefaultTransport, p)}
 	_ = client // every client.Get now waits its turn and reads the rate-limit headers
 }

@@ -7,3 +7,21 @@ func Queued(p *Pacer) int {
 	defer p.mu.Unlock()
 	return p.queue.len()
 }
+
+// MustNew is New for tests whose options are valid.
+func MustNew(opts ...Option) *Pacer {
+	p, err := New(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// MustNewGroup is NewGroup for tests whose options are valid.
+func MustNewGroup(opts ...Option) *Group {
+	g, err := NewGroup(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}

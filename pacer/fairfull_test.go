@@ -60,7 +60,7 @@ func joinFixedWindow(seed uint64) [][]float64 {
 	cs := make([]*client, len(starts))
 	for i, start := range starts {
 		c := fakeclock.New(ownT0)
-		cs[i] = &client{c: c, p: New(WithClock(c), WithSeed(seed+uint64(i))), send: start}
+		cs[i] = &client{c: c, p: MustNew(WithClock(c), WithSeed(seed+uint64(i))), send: start}
 	}
 	took := make([][]float64, len(cs))
 	for i := range took {

@@ -72,7 +72,7 @@ func FuzzObserve(f *testing.F) {
 		in := fuzzInput(data)
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		c := fakeclock.New(t0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		var retryEnd time.Time // the end of the latest Retry-After told
 		var booked []time.Time // the slots booked since the latest response
 		var story []string
@@ -204,7 +204,7 @@ func checkSane(t *testing.T, p *Pacer, story []string) {
 // as stepping would.
 func TestSparseEndDayAhead(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := New(WithSeed(1))
+	p := MustNew(WithSeed(1))
 	p.window = time.Millisecond
 	for _, ahead := range []time.Duration{1, time.Millisecond - 1, time.Millisecond, time.Millisecond + 1, 2 * time.Millisecond, maxDuration, maxDuration + 7} {
 		p.lw.instant = t0.Add(ahead)

@@ -14,15 +14,20 @@ import "sync"
 // The zero Group is not usable; call NewGroup. A Group is safe for
 // concurrent use by multiple goroutines.
 type Group struct {
-	opts   []Option
+	cfg    config
 	mu     sync.Mutex
 	pacers map[string]*Pacer
 }
 
-// NewGroup returns an empty Group whose Pacers are built with opts, under
-// New's rule for invalid options.
-func NewGroup(opts ...Option) *Group {
-	return &Group{opts: opts, pacers: map[string]*Pacer{}}
+// NewGroup returns an empty Group whose Pacers are built with opts. It
+// fails as New does, with an error wrapping pace.ErrInvalidArgument, on an
+// invalid option.
+func NewGroup(opts ...Option) (*Group, error) {
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Group{cfg: cfg, pacers: map[string]*Pacer{}}, nil
 }
 
 // Get returns the Pacer of key, creating it on first use. The same key
@@ -32,7 +37,7 @@ func (g *Group) Get(key string) *Pacer {
 	defer g.mu.Unlock()
 	p, ok := g.pacers[key]
 	if !ok {
-		p = New(g.opts...)
+		p = newPacer(g.cfg)
 		g.pacers[key] = p
 	}
 	return p

@@ -195,7 +195,7 @@ func FuzzParseHeader(f *testing.F) {
 			t.Fatalf("ParseHeader(%q: %q) = %+v; Remaining above Limit", name, value, s)
 		}
 		// The pacer takes whatever the parser gives without panicking.
-		p := pacer.New(pacer.WithClock(newFakeClock(now)), pacer.WithSeed(1))
+		p := pacer.MustNew(pacer.WithClock(newFakeClock(now)), pacer.WithSeed(1))
 		p.Observe(s)
 		if d := p.Reserve(); d < 0 {
 			t.Fatalf("Reserve() after %+v = %v; want >= 0", s, d)

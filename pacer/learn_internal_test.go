@@ -16,7 +16,7 @@ import (
 func TestOwnCallsGoneBoundTheWindow(t *testing.T) {
 	run := func(window time.Duration) time.Duration {
 		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		var sent []time.Time
 		for i := 0; i < 120; i++ {
 			c.Advance(p.Reserve() + 400*time.Millisecond)
@@ -50,7 +50,7 @@ func TestOwnCallsGoneBoundTheWindow(t *testing.T) {
 // the window, at most once a quarter window.
 func TestLowCountAtCeilingShortensWindow(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	// Others' calls in the first count: a shared key, no idle burst.
 	p.Observe(Signal{Limit: 20, Remaining: 17, HasRemaining: true, Reset: 300 * time.Millisecond})
 	for i := 0; i < 40; i++ {
@@ -74,7 +74,7 @@ func TestLowCountAtCeilingShortensWindow(t *testing.T) {
 // read rather than doubling it as a misreading.
 func TestFullFixedWindowWithoutRetryAfterIsWaitedOut(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	end := ownT0.Add(10 * time.Second)
 	// Five calls go at once on the idle key, the fifth filling it.
 	for i := int64(1); i <= 5; i++ {
@@ -136,7 +136,7 @@ func modelSignal(limit, left float64, reset time.Duration, ok bool) Signal {
 // this client's own calls above the count, sees nobody.
 func TestBucketOthersFromTheDrain(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	b := &bucketModel{limit: 10000, window: time.Minute, tokens: 3000, at: ownT0}
 	other := ownT0
 	for c.Now().Before(ownT0.Add(3 * time.Minute)) {
@@ -164,7 +164,7 @@ func TestBucketOthersFromTheDrain(t *testing.T) {
 // bucket.
 func TestSlidingLogIsNoBucket(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	const window = 10 * time.Second
 	var log []time.Time
 	for i := 0; i < 2000; i++ {
@@ -234,7 +234,7 @@ func (m *counterModel) call(now time.Time) Signal {
 // a phantom surge: the estimate swung with the window's period.
 func TestCounterOthersSteady(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	m := &counterModel{limit: 50, window: 5 * time.Second, start: ownT0}
 	other := ownT0
 	lo, hi := math.Inf(1), 0.0
@@ -273,7 +273,7 @@ func TestQuietFirstCountIsProvisional(t *testing.T) {
 	run := func(othersPerSecond float64) float64 {
 		t0 := ownT0.Truncate(window).Add(window)
 		c := fakeclock.New(t0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		own := map[time.Time]int{} // accepted calls per window
 		for c.Now().Before(t0.Add(window * 3 / 10)) {
 			c.Advance(p.Reserve() + 10*time.Millisecond)
@@ -323,7 +323,7 @@ func refusedWindows(t *testing.T, p *Pacer, c *fakeclock.Clock, after []time.Dur
 // 9 s, not on to 12 s and beyond).
 func TestRefusalsWithRetryAfterDoubleToThreeReadings(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.Reserve()
 	p.Observe(Signal{Limit: 30, Remaining: 29, HasRemaining: true, Reset: 3 * time.Second})
 	ws := refusedWindows(t, p, c, []time.Duration{time.Second, 6100 * time.Millisecond, 9100 * time.Millisecond, 9100 * time.Millisecond})
@@ -344,7 +344,7 @@ func TestRefusalsWithRetryAfterDoubleToThreeReadings(t *testing.T) {
 // window twice the others' for good).
 func TestRefusalDoublingLapses(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.Reserve()
 	p.Observe(Signal{Limit: 30, Remaining: 29, HasRemaining: true, Reset: 3 * time.Second})
 	refusedWindows(t, p, c, []time.Duration{time.Second})
@@ -372,7 +372,7 @@ func TestRefusalDoublingLapses(t *testing.T) {
 // 1.2 s, it made each client believe in a window of its own.
 func TestWholeSecondResetOfOneSecondTeachesNoPeriod(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	for i := 0; i < 20; i++ {
 		c.Advance(1200 * time.Millisecond)
 		p.Reserve()
@@ -483,7 +483,7 @@ func shareCountingLog(clients int, from, until time.Duration) (ratio, util float
 	for i := range cs {
 		start := ownT0.Add(time.Duration(i) * time.Millisecond)
 		c := fakeclock.New(start)
-		cs[i] = &client{c: c, p: New(WithClock(c), WithSeed(uint64(i+1))), send: start}
+		cs[i] = &client{c: c, p: MustNew(WithClock(c), WithSeed(uint64(i+1))), send: start}
 	}
 	accepted, refused := 0, 0
 	for {
@@ -659,7 +659,7 @@ func fillFirstWindow(t *testing.T, p *Pacer, c *fakeclock.Clock, m *windowModel)
 // window still doubles.
 func TestFullWindowRetryAfterKeepsWindow(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	m := &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second}
 	fillFirstWindow(t, p, c, m)
 	p.mu.Lock()
@@ -676,7 +676,7 @@ func TestFullWindowRetryAfterKeepsWindow(t *testing.T) {
 	// 0.2 s while the count rose by two calls, which a bucket's time to
 	// full can do too. The reading of 1 s may be short: it doubles.
 	c = fakeclock.New(ownT0)
-	p = New(WithClock(c), WithSeed(1))
+	p = MustNew(WithClock(c), WithSeed(1))
 	m = &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second}
 	m.others(ownT0, 27)
 	var s Signal
@@ -706,7 +706,7 @@ func TestFullWindowRetryAfterKeepsWindow(t *testing.T) {
 // (50/5 s counter, N=4 with churn: J 0.95 over the first five windows).
 func TestHeldPastTurnoverLearnsPeriod(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	m := &windowModel{t0: ownT0, limit: 30, window: 3 * time.Second, counter: true}
 	fillFirstWindow(t, p, c, m)
 	p.mu.Lock()
@@ -739,7 +739,7 @@ func TestHeldPastTurnoverLearnsPeriod(t *testing.T) {
 // 12.3 s).
 func TestLowCountAtCeilingShortensWindowSoon(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	window := func() time.Duration {
 		p.mu.Lock()
 		defer p.mu.Unlock()

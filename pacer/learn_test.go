@@ -291,7 +291,7 @@ func retryAfterOnly(starts []time.Time, windows int) (took [][]int, refused []in
 	ps := make([]*pacer.Pacer, len(starts))
 	send := append([]time.Time(nil), starts...) // each client's next call
 	for i := range ps {
-		ps[i] = pacer.New(pacer.WithClock(c), pacer.WithSeed(uint64(i+1)))
+		ps[i] = pacer.MustNew(pacer.WithClock(c), pacer.WithSeed(uint64(i+1)))
 	}
 	count := make([]int, windows)
 	refused = make([]int, windows)

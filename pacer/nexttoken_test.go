@@ -101,7 +101,7 @@ func TestNextTokenBucketBarrierIsShort(t *testing.T) {
 	for i := range cs {
 		c := fakeclock.New(ownT0)
 		at := ownT0.Add(time.Duration(i) * 100 * time.Millisecond)
-		cs[i] = &tokenClient{c: c, p: New(WithClock(c), WithSeed(uint64(i+1))), at: at}
+		cs[i] = &tokenClient{c: c, p: MustNew(WithClock(c), WithSeed(uint64(i+1))), at: at}
 	}
 	var longest time.Duration
 	runTokens(b, cs, ownT0.Add(150*time.Second),
@@ -150,7 +150,7 @@ func TestNextTokenBucketNoRunaway(t *testing.T) {
 			c := fakeclock.New(ownT0)
 			// They start within the first half second.
 			at := ownT0.Add(time.Duration(rng.Int64N(int64(500 * time.Millisecond))))
-			cs[i] = &tokenClient{c: c, p: New(WithClock(c), WithSeed(seed*100+uint64(i))), at: at}
+			cs[i] = &tokenClient{c: c, p: MustNew(WithClock(c), WithSeed(seed*100+uint64(i))), at: at}
 		}
 		// A round trip of 20 ms, give or take a tenth: the server
 		// decides halfway, and dates what it names from then.

@@ -23,7 +23,7 @@ func TestTransportWithoutPacer(t *testing.T) {
 	for name, rt := range map[string]http.RoundTripper{
 		"Transport(nil)":             pacer.Transport(nil, nil),
 		"GroupTransport(nil group)":  pacer.GroupTransport(nil, nil, key),
-		"GroupTransport(nil key fn)": pacer.GroupTransport(nil, pacer.NewGroup(), nil),
+		"GroupTransport(nil key fn)": pacer.GroupTransport(nil, pacer.MustNewGroup(), nil),
 	} {
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 		if err != nil {

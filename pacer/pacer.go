@@ -11,10 +11,13 @@ package pacer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/ratepace/pace"
 )
 
 // ErrWouldExceedDeadline is returned by Wait when the context's deadline
@@ -192,18 +195,32 @@ type Pacer struct {
 	busyAt    time.Time // the time of the first count, when it found the key busy
 }
 
-// New returns a Pacer configured by opts. New has no error result, so it
-// follows one rule for invalid configuration: an option given an invalid
-// value (NaN, an infinity, outside its documented range), and a nil option,
-// is ignored, and the Pacer keeps that option's documented default. It
-// never panics.
-func New(opts ...Option) *Pacer {
+// New returns a Pacer configured by opts. An option given an invalid value
+// (NaN, an infinity, outside its documented range) or a nil option makes it
+// fail with an error wrapping pace.ErrInvalidArgument. It never panics.
+func New(opts ...Option) (*Pacer, error) {
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newPacer(cfg), nil
+}
+
+// configure applies opts to the defaults.
+func configure(opts []Option) (config, error) {
 	cfg := defaults()
 	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
+		if o == nil {
+			return cfg, fmt.Errorf("pacer: nil option: %w", pace.ErrInvalidArgument)
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
 		}
 	}
+	return cfg, nil
+}
+
+func newPacer(cfg config) *Pacer {
 	seed := cfg.seed
 	if !cfg.seeded {
 		seed = rand.Uint64()
@@ -322,10 +339,15 @@ func errWouldExceedDeadline() error {
 // callers that schedule their own work, such as simulations. The slot
 // cannot be given back, and unlike a waiting caller's it does not move: a
 // Retry-After observed before it comes holds only the calls booked after.
-func (p *Pacer) Reserve() time.Duration {
+func (p *Pacer) Reserve() time.Duration { return p.ReserveAt(p.clock.Now()) }
+
+// ReserveAt is Reserve at now instead of the clock's reading, as
+// x/time/rate's ReserveN(t, n): a now before one the Pacer has already
+// seen is taken as that one.
+func (p *Pacer) ReserveAt(now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.nowLocked()
+	now = p.advanceLocked(now)
 	slot := p.slotLocked(now)
 	p.bookLocked(now, slot)
 	return slot.Sub(now)
@@ -337,11 +359,15 @@ func (p *Pacer) Reserve() time.Duration {
 // honoured whatever else the signal says. A reported count above the limit
 // is believed (servers that lower their limit report exactly that): the
 // Pacer then holds its rate and lets the count drain.
-func (p *Pacer) Observe(s Signal) {
+func (p *Pacer) Observe(s Signal) { p.ObserveAt(p.clock.Now(), s) }
+
+// ObserveAt is Observe at now instead of the clock's reading; a now before
+// one the Pacer has already seen is taken as that one.
+func (p *Pacer) ObserveAt(now time.Time, s Signal) {
 	s = s.clean()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.nowLocked()
+	now = p.advanceLocked(now)
 	p.control(now)
 	p.prune(now)
 	sent, landed := p.own.land()
@@ -847,8 +873,11 @@ func (p *Pacer) maxDelay() time.Duration {
 }
 
 // nowLocked reads the clock once and never lets it move backwards.
-func (p *Pacer) nowLocked() time.Time {
-	now := p.clock.Now()
+func (p *Pacer) nowLocked() time.Time { return p.advanceLocked(p.clock.Now()) }
+
+// advanceLocked takes now as the time, unless it is before the latest
+// the Pacer has seen.
+func (p *Pacer) advanceLocked(now time.Time) time.Time {
 	if now.Before(p.latest) {
 		return p.latest
 	}

@@ -14,7 +14,7 @@ import (
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newPacer(c *fakeclock.Clock, opts ...pacer.Option) *pacer.Pacer {
-	return pacer.New(append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(1)}, opts...)...)
+	return pacer.MustNew(append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(1)}, opts...)...)
 }
 
 func state(limit, used int64) pacer.Signal {
@@ -282,27 +282,6 @@ func TestCancelledWaitGivesSlotBack(t *testing.T) {
 	}
 }
 
-func TestInvalidOptionsKeepDefaults(t *testing.T) {
-	run := func(opts ...pacer.Option) time.Duration {
-		c := newFakeClock(t0)
-		p := newPacer(c, opts...)
-		p.Observe(state(100, 90))
-		p.Reserve()
-		return p.Reserve()
-	}
-	want := run()
-	nan := math.NaN()
-	got := run(pacer.WithTarget(nan), pacer.WithTarget(2), pacer.WithWindow(-time.Second),
-		pacer.WithGains(nan, -1), pacer.WithGains(math.Inf(1), 1), pacer.WithMaxDelay(0),
-		pacer.WithBurst(1.5), pacer.WithClock(nil), nil)
-	if got != want {
-		t.Fatalf("gap with invalid options = %v; want the default gap %v", got, want)
-	}
-	if want <= 0 {
-		t.Fatalf("default gap at used 90/100 = %v; want positive", want)
-	}
-}
-
 func TestBadSignalsNeverDenyAll(t *testing.T) {
 	c := newFakeClock(t0)
 	p := newPacer(c)
@@ -339,7 +318,7 @@ func TestConcurrentCallersAreSpaced(t *testing.T) {
 }
 
 func TestGroupKeepsOnePacerPerKey(t *testing.T) {
-	g := pacer.NewGroup(pacer.WithClock(newFakeClock(t0)))
+	g := pacer.MustNewGroup(pacer.WithClock(newFakeClock(t0)))
 	a, b := g.Get("core"), g.Get("search")
 	if a == b {
 		t.Fatal(`Get("core") == Get("search"); want distinct pacers`)

@@ -21,7 +21,7 @@ func TestBurstReadsTheWindow(t *testing.T) {
 	o := &others{next: ownT0.Add(-20 * time.Second), stop: ownT0.Add(time.Hour), gap: 133 * time.Millisecond}
 	o.until(l, ownT0)
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	var own []time.Time // this client's calls counted
 	for i := 0; c.Now().Before(ownT0.Add(90 * time.Second)); i++ {
 		c.Advance(p.Reserve() + 20*time.Millisecond)

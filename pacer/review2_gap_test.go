@@ -18,7 +18,7 @@ import (
 // second (a gap of 105 ms).
 func TestReviewCrowdSlotsBookedAhead(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.Observe(Signal{Limit: 100, HasUsed: true, Used: 5, Reset: 10 * time.Second, HasReset: true})
 	c.Advance(100 * time.Millisecond)
 	p.Observe(Signal{Limit: 100, HasUsed: true, Used: 60, Reset: 9900 * time.Millisecond, HasReset: true})
@@ -53,7 +53,7 @@ func TestReviewCrowdSlotsBookedAhead(t *testing.T) {
 func TestReviewEntryGapBounded(t *testing.T) {
 	for _, big := range []int64{10000, 1000000, maxCount} {
 		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		p.Observe(Signal{Limit: 10, HasUsed: true, Used: 0, Reset: time.Second, HasReset: true})
 		c.Advance(time.Millisecond)
 		p.Observe(Signal{Limit: 10, HasUsed: true, Used: big, Reset: time.Second, HasReset: true})
@@ -73,7 +73,7 @@ func TestReviewEntryGapBounded(t *testing.T) {
 	}
 	for _, L := range []int64{10} {
 		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		s := Signal{Limit: L, Window: 24 * time.Hour, HasUsed: true, Reset: time.Second, HasReset: true}
 		p.Observe(s)
 		c.Advance(time.Millisecond)

@@ -59,7 +59,7 @@ func fullRun(n int, seed uint64, end time.Duration, seen func(at time.Time, s Si
 	for i := range cs {
 		c := fakeclock.New(ownT0)
 		at := ownT0.Add(time.Duration(rng.Int64N(int64(30 * time.Millisecond))))
-		cs[i] = &fullClient{c: c, p: New(WithClock(c), WithSeed(seed*100+uint64(i))), at: at}
+		cs[i] = &fullClient{c: c, p: MustNew(WithClock(c), WithSeed(seed*100+uint64(i))), at: at}
 	}
 	stop := ownT0.Add(end)
 	for {
@@ -180,7 +180,7 @@ func TestSecondsBucketHoldsReserve(t *testing.T) {
 // bucket: its reset moves with the clock, not the count.
 func TestSecondsBucketNotFixedWindow(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	var start time.Time
 	count := int64(0)
 	for at := ownT0; at.Before(ownT0.Add(30 * time.Second)); at = at.Add(110 * time.Millisecond) {
@@ -221,7 +221,7 @@ func TestSecondsBucketNotFixedWindow(t *testing.T) {
 func TestSparseFixedWindowNotRounded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 3))
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	for at := ownT0.Add(300 * time.Millisecond); at.Before(ownT0.Add(3 * time.Minute)); at = at.Add(time.Duration(8000+rng.IntN(12000)) * time.Millisecond) {
 		c.Set(at)
 		p.Reserve()

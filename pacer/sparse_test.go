@@ -73,7 +73,7 @@ func runFixed(clients int, limit int64, windows int) fixedRun {
 	cs := make([]*client, clients)
 	for i := range cs {
 		c := fakeclock.New(ownT0)
-		cs[i] = &client{c: c, p: New(WithClock(c), WithSeed(uint64(i+1))),
+		cs[i] = &client{c: c, p: MustNew(WithClock(c), WithSeed(uint64(i+1))),
 			send: ownT0.Add(time.Duration(i) * window / 60 / time.Duration(clients))}
 	}
 	end := ownT0.Add(time.Duration(windows) * window)
@@ -195,7 +195,7 @@ func jain(xs []float64) float64 {
 func TestRefusalWithoutRetryAfterWaitsForReset(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(seed))
+		p := MustNew(WithClock(c), WithSeed(seed))
 		p.Observe(Signal{Limit: 100, Remaining: 40, HasRemaining: true, Reset: 20 * time.Second})
 		c.Advance(time.Second)
 		p.Reserve()
@@ -232,7 +232,7 @@ func TestSmallLimitFirstTakesTheRest(t *testing.T) {
 	// The second call, 2 s into the next window of 10 s, is counted alone
 	// too: the rest of that window, in its last tenth.
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.Reserve()
 	c.Advance(time.Millisecond)
 	p.Observe(Signal{Limit: 5, Remaining: 4, HasRemaining: true, Reset: 9 * time.Second})
@@ -249,7 +249,7 @@ func TestSmallLimitFirstTakesTheRest(t *testing.T) {
 // when its first is counted used of limit, with a reset of 9 s.
 func afterFirstCall(limit, used int64) time.Duration {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.Reserve()
 	c.Advance(time.Millisecond)
 	p.Observe(Signal{Limit: limit, Remaining: limit - used, HasRemaining: true, Reset: 9 * time.Second})
@@ -272,7 +272,7 @@ func TestSmallLimitOthersSeenWaitForReset(t *testing.T) {
 // 10 s window: the window turned over, though the count did not halve.
 func TestSmallFixedWindowRecognisedByAnyDrop(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	for _, step := range []struct {
 		at   time.Duration
 		used int64
@@ -304,7 +304,7 @@ func TestSmallFixedWindowRecognisedByAnyDrop(t *testing.T) {
 func TestSmallFixedWindowRecognisedFromRefusals(t *testing.T) {
 	for _, first := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond} {
 		c := fakeclock.New(ownT0)
-		p := New(WithClock(c), WithSeed(1))
+		p := MustNew(WithClock(c), WithSeed(1))
 		for _, at := range []time.Duration{first, 6 * time.Second, 17 * time.Second} {
 			c.Set(ownT0.Add(at))
 			p.Reserve()
@@ -366,7 +366,7 @@ func TestSmallFixedWindowAsManyAsTheLimit(t *testing.T) {
 // client called at once, and says little of how many clients there are.
 func TestSmallFixedWindowFirstCountSetsPeriod(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.window, p.limit = 10*time.Second, 5
@@ -392,7 +392,7 @@ func TestSmallFixedWindowFirstCountSetsPeriod(t *testing.T) {
 // one a window.
 func TestSparseFirstConcurrentOneAWindow(t *testing.T) {
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(1))
+	p := MustNew(WithClock(c), WithSeed(1))
 	m := &fixedModel{limit: 5, window: 10 * time.Second}
 	for i := 0; i < 3; i++ {
 		c.Advance(p.Reserve())

@@ -70,7 +70,7 @@ func TestGroupTransportPacesPerKey(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := newFakeClock(time.Now())
-	g := pacer.NewGroup(pacer.WithClock(c), pacer.WithSeed(1))
+	g := pacer.MustNewGroup(pacer.WithClock(c), pacer.WithSeed(1))
 	rt := pacer.GroupTransport(nil, g, func(r *http.Request) string { return r.URL.Path })
 	client := &http.Client{Transport: rt}
 	for _, path := range []string{"/search", "/core"} {

@@ -25,7 +25,7 @@ func amongFillers(seed uint64, first, rush time.Duration, fillFrom, countFrom in
 	const w = 3 * time.Second
 	m := &clockWindowModel{limit: 30, window: w}
 	c := fakeclock.New(ownT0)
-	p := New(WithClock(c), WithSeed(seed))
+	p := MustNew(WithClock(c), WithSeed(seed))
 	accepted := 0
 	for at := ownT0.Add(first); at.Before(ownT0.Add(60 * w)); {
 		if !at.Before(ownT0.Add(time.Duration(fillFrom)*w)) && at.Sub(ownT0)%w >= rush {

@@ -6,7 +6,8 @@
 //	go run ./internal/apicheck -w     # write api/ from the code
 //
 // A package is every directory with non-test Go files outside internal/,
-// examples/, bench/ and testdata/, whatever module it belongs to. Each line
+// examples/, bench/, pacertest/ and testdata/ (not published), whatever
+// module it belongs to. Each line
 // names one exported declaration with its signature (parameter names left
 // out), so an API change always shows as a line added or removed: CI runs
 // the check, and a commit that changes the API records it in api/ and in
@@ -67,7 +68,7 @@ func collect(root string) (map[string][]string, error) {
 		}
 		name := d.Name()
 		if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-			name == "testdata" || name == "internal" || name == "examples" || name == "bench" || name == "api") {
+			name == "testdata" || name == "internal" || name == "examples" || name == "bench" || name == "pacertest" || name == "api") {
 			return filepath.SkipDir
 		}
 		lines, pkgName, err := packageAPI(path)

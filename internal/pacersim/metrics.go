@@ -28,6 +28,8 @@ type Metrics struct {
 	// Early counts calls sent before a Retry-After the same client had
 	// received.
 	Early int
+	// LateRejected counts refusals after the first window of the run.
+	LateRejected int
 	// Convergence is how long after joining the newcomer's trailing-window
 	// count stays within ±25% of the others' mean until the next change,
 	// in windows; NaN when there is no newcomer, +Inf when it never does.
@@ -59,17 +61,26 @@ func Measure(tr *Trace) Metrics {
 	// end so that the figures come out exact.
 	total := 0
 	phaseSum := make([]int, len(phaseCap))
-	for t := time.Duration(0); t < cfg.Duration; t += time.Second {
+	step := time.Second
+	if cfg.Demand != nil {
+		// Only the time some client wants to call has capacity to use.
+		step = min(step, cfg.Window/30)
+	}
+	for t := time.Duration(0); t < cfg.Duration; t += step {
+		if !wanted(cfg, tr, t) {
+			continue
+		}
 		total += cfg.Limit(t)
 		phaseSum[phaseOf(bounds, t)] += cfg.Limit(t)
 	}
-	m.Capacity = float64(total) / cfg.Window.Seconds()
+	perCall := step.Seconds() / cfg.Window.Seconds()
+	m.Capacity = float64(total) * perCall
 	if cfg.Kind != nil && cfg.Kind.Burst {
 		m.Capacity += float64(cfg.Limit(0)) // the full bucket at the start
 	}
 	m.Early = tr.Early
 	for i, v := range phaseSum {
-		phaseCap[i] = float64(v) / cfg.Window.Seconds()
+		phaseCap[i] = float64(v) * perCall
 	}
 	drops := map[int]int{}
 	for _, d := range tr.Decisions {
@@ -78,6 +89,9 @@ func Measure(tr *Trace) Metrics {
 			phaseAcc[phaseOf(bounds, d.At)]++
 		} else {
 			m.Rejected++
+			if d.At >= cfg.Window {
+				m.LateRejected++
+			}
 		}
 		inDrop := -1
 		for i, c := range lc {
@@ -140,6 +154,19 @@ func Measure(tr *Trace) Metrics {
 	}
 	m.Convergence = convergence(tr)
 	return m
+}
+
+// wanted reports whether some client present at t wants to call then.
+func wanted(cfg Config, tr *Trace, t time.Duration) bool {
+	if cfg.Demand == nil {
+		return true
+	}
+	for c := 0; c < tr.Clients; c++ {
+		if tr.Start[c] <= t && t < tr.Stop[c] && cfg.Demand(c, t) <= t {
+			return true
+		}
+	}
+	return false
 }
 
 func phaseOf(bounds []time.Duration, t time.Duration) int {

@@ -46,12 +46,17 @@ func NewPacer(id int, seed uint64, cfg Config) Policy {
 	return NewPacerWith()(id, seed, cfg)
 }
 
-// NewPacerWith is NewPacer with extra options, for tuning.
+// NewPacerWith is NewPacer with extra options, for tuning. It panics on
+// an invalid option: a simulation set up wrong has nothing to measure.
 func NewPacerWith(opts ...pacer.Option) NewPolicy {
 	return func(id int, seed uint64, cfg Config) Policy {
 		c := &simClock{}
 		all := append([]pacer.Option{pacer.WithClock(c), pacer.WithSeed(seed)}, opts...)
-		return &pacerPolicy{clock: c, p: pacer.New(all...)}
+		p, err := pacer.New(all...)
+		if err != nil {
+			panic(err)
+		}
+		return &pacerPolicy{clock: c, p: p}
 	}
 }
 

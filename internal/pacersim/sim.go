@@ -55,6 +55,10 @@ type Config struct {
 	// Kind is the server's algorithm and header format; nil is the
 	// sliding log of Scenario, which reports its state as plain numbers.
 	Kind *Kind
+	// Demand, when set, is the earliest time at or after t at which
+	// client wants to call: a client without demand sends nothing and
+	// asks its policy nothing until then. Nil is a greedy client.
+	Demand func(client int, t time.Duration) time.Duration
 }
 
 // Scenario returns the reference scenario: a 30-minute run, a 60 s sliding
@@ -225,6 +229,12 @@ func Run(cfg Config, newPolicy NewPolicy) *Trace {
 			}
 			if e.at >= tr.Stop[e.client] {
 				continue
+			}
+			if cfg.Demand != nil {
+				if want := cfg.Demand(e.client, e.at); want > e.at {
+					push(event{at: want, kind: evRespond, client: e.client, sent: -1})
+					continue
+				}
 			}
 			push(event{at: e.at + p.Next(e.at), kind: evSend, client: e.client})
 		}

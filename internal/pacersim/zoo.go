@@ -22,6 +22,18 @@ type Kind struct {
 	// (a token bucket): the capacity a run is measured against is then
 	// limit + limit × duration / window.
 	Burst bool
+
+	// The fields below describe the validation kinds (Validation); the
+	// zoo's kinds leave them zero.
+
+	// LimitAt, when set, is the limit the server applies at t (run time);
+	// what its headers say is up to its algorithm.
+	LimitAt func(t time.Duration) int
+	// Demand, when set, is Config.Demand: clients that call only some of
+	// the time.
+	Demand func(client int, t time.Duration) time.Duration
+	// Together starts every client at the same instant (StartSpread 0).
+	Together bool
 }
 
 // Zoo lists the server kinds the pacer is held to: every algorithm and
@@ -101,6 +113,13 @@ func ZooScenario(k Kind, clients int, churn bool, seed uint64) Config {
 		StartSpread: k.Window / 60,
 		Limit:       func(time.Duration) int { return k.Limit },
 		Kind:        &k,
+		Demand:      k.Demand,
+	}
+	if k.LimitAt != nil {
+		c.Limit = k.LimitAt
+	}
+	if k.Together {
+		c.StartSpread = 0
 	}
 	if churn {
 		c.Join, c.Leave = 5*k.Window, 15*k.Window
@@ -110,10 +129,7 @@ func ZooScenario(k Kind, clients int, churn bool, seed uint64) Config {
 
 // ZooScenarios are the client counts of the zoo table: N = 1, 4, 16, and
 // N = 4 with a join and a leave.
-var ZooScenarios = []struct {
-	Clients int
-	Churn   bool
-}{{1, false}, {4, false}, {16, false}, {4, true}}
+var ZooScenarios = []ScenarioN{{1, false}, {4, false}, {16, false}, {4, true}}
 
 // ZooRow is one line of the zoo table: the worst of each metric over the
 // seeds.
@@ -125,17 +141,34 @@ type ZooRow struct {
 	// lowest (NaN for a lone client), Early the highest over the seeds.
 	Utilisation, RejectRatio, Fairness float64
 	Early                              int
+	// LateRejected is the most refusals after the first window.
+	LateRejected int
 }
 
 // ZooWorst runs newPolicy against every kind of the zoo in every zoo
 // scenario, for each seed, and keeps the worst figures. Runs go on
 // GOMAXPROCS goroutines; the result does not depend on their order.
 func ZooWorst(newPolicy NewPolicy, seeds []uint64) []ZooRow {
+	return Worst(Zoo, ZooScenarios, newPolicy, seeds)
+}
+
+// ScenarioN is one client count of a table, with or without churn.
+type ScenarioN = struct {
+	Clients int
+	Churn   bool
+}
+
+// ValidationScenarios are the client counts the validation kinds are
+// measured at: N = 1, 4, 16 (their goals, docs/pacer.md).
+var ValidationScenarios = []ScenarioN{{1, false}, {4, false}, {16, false}}
+
+// Worst is ZooWorst over kinds and scenarios.
+func Worst(kinds []Kind, scenarios []ScenarioN, newPolicy NewPolicy, seeds []uint64) []ZooRow {
 	type job struct{ row, seed int }
 	var rows []ZooRow
 	var jobs []job
-	for _, k := range Zoo {
-		for _, sc := range ZooScenarios {
+	for _, k := range kinds {
+		for _, sc := range scenarios {
 			for i := range seeds {
 				jobs = append(jobs, job{len(rows), i})
 			}
@@ -171,6 +204,7 @@ func ZooWorst(newPolicy NewPolicy, seeds []uint64) []ZooRow {
 			r.Fairness = m.FairnessMin
 		}
 		r.Early = max(r.Early, m.Early)
+		r.LateRejected = max(r.LateRejected, m.LateRejected)
 	}
 	return rows
 }
