@@ -25,18 +25,18 @@ import (
 // must be created with New. It is safe for concurrent use by multiple
 // goroutines. The long story is in docs/pace.md.
 type Pace struct {
-	t     Buckets
+	t     buckets
 	b     driver.Shape
 	burst int // Burst, for ReserveN
 	obs   Observer
 }
 
-// MaxRate is the highest pace New accepts, in events per second per key: one
+// maxRate is the highest pace New accepts, in events per second per key: one
 // event per nanosecond.
-const MaxRate = 1e9
+const maxRate = 1e9
 
 // New returns a Pace of perSecond events per second for each key.
-// perSecond must be a positive finite number no larger than MaxRate, and not
+// perSecond must be a positive finite number no larger than 1e9 (one event per nanosecond), and not
 // so small that one event takes longer than about 73 years to refill;
 // otherwise the error wraps ErrInvalidArgument, as it does for an invalid
 // WithBurst.
@@ -69,8 +69,8 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 // paceShape returns the bucket of a pace of perSecond events per second: one
 // second of the pace, at least one event. See New for the rules.
 func paceShape(perSecond float64) (driver.Shape, error) {
-	if !finitePositive(perSecond) || perSecond > MaxRate {
-		return driver.Shape{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
+	if !finitePositive(perSecond) || perSecond > maxRate {
+		return driver.Shape{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(maxRate))
 	}
 	return driver.NewShape(math.Max(1, perSecond), perSecond, 1)
 }
@@ -130,7 +130,7 @@ type verdict struct {
 func (p *Pace) reserve(key string, n int) verdict {
 	h := p.t.hash(key)
 	var now int64
-	if p.t.clock == nil { // Buckets.now, written out: its call cost a tenth of a refusal
+	if p.t.clock == nil { // buckets.now, written out: its call cost a tenth of a refusal
 		now = int64(time.Since(p.t.epoch))
 	} else {
 		now = p.t.clamped()
@@ -185,7 +185,7 @@ func (p *Pace) Len() int { return p.t.Len() }
 
 // Rate reports the pace enforced, in events per second per key: one event
 // every ceil(1e9/perSecond) nanoseconds, which is the perSecond given to New
-// up to that rounding (never faster; at paces near MaxRate the rounding is
+// up to that rounding (never faster; at paces near 1e9 the rounding is
 // large: 3e8 is enforced as 2.5e8).
 func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.Interval()) }
 
@@ -218,7 +218,7 @@ type Reservation struct {
 	// d < 0: refused, and -d is the wait until one event fits;
 	// d = 0: the zero Reservation, or one already returned.
 	d    int64
-	gen  uint64 // the shard's out-of-order total before the take (see Buckets.refund)
+	gen  uint64 // the shard's out-of-order total before the take (see buckets.refund)
 	more int    // the events reserved beyond the first
 }
 

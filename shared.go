@@ -28,7 +28,7 @@ import (
 type Shared struct {
 	s      driver.Taker
 	shapes []driver.Shape
-	local  Buckets // the local tier: refusals remembered until their retry-after
+	local  buckets // the local tier: refusals remembered until their retry-after
 	obs    Observer
 
 	fb        *Pace
@@ -49,7 +49,7 @@ type Shared struct {
 // same pace and limits, in the same order. Give a Shared with other limits
 // keys of its own (a prefix, or a store WithPrefix of its own).
 //
-// perSecond must be a positive finite number no larger than MaxRate; s must
+// perSecond must be a positive finite number no larger than 1e9; s must
 // not be nil; invalid options are reported too. The error then wraps
 // ErrInvalidArgument.
 func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, error) {

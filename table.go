@@ -11,9 +11,9 @@ import (
 	"github.com/ratepace/pace/internal/gcra"
 )
 
-// Buckets is a table of token buckets, one per key, each kept as a single
+// buckets is a table of token buckets, one per key, each kept as a single
 // int64 (the theoretical arrival time of driver.Shape), whose shape is given on
-// every call. A Pace is a Buckets with one fixed shape; memory.Store keeps its
+// every call. A Pace is a buckets with one fixed shape; memory.Store keeps its
 // token buckets in one.
 //
 // Full buckets are forgotten (see sweep.go), so memory is bounded by the
@@ -22,9 +22,9 @@ import (
 // table, never as strings: two keys share a bucket only if their hashes
 // collide, with odds of about n²/2⁶⁵ for n live keys (docs/pace.md).
 //
-// Buckets must be created with NewBuckets. It is safe for concurrent use by
+// buckets must be created with newBuckets. It is safe for concurrent use by
 // multiple goroutines.
-type Buckets struct {
+type buckets struct {
 	shards  [numShards]shard
 	seed    maphash.Seed
 	epoch   time.Time
@@ -44,7 +44,7 @@ const (
 	deleted = math.MinInt64 + 1
 )
 
-// shard is one lock domain of a Buckets. Lookups and decisions on existing
+// shard is one lock domain of a buckets. Lookups and decisions on existing
 // keys read tab and nextSweep and write only the key's own slot; mu is taken
 // only to change the structure (insert, revive, sweep, rebuild).
 type shard struct {
@@ -85,17 +85,17 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// NewBuckets returns an empty table that reads time from now instead of the
+// newBuckets returns an empty table that reads time from now instead of the
 // monotonic clock when now is not nil, as WithClock does for a Pace.
-func NewBuckets(now func() time.Time) *Buckets {
-	t := new(Buckets)
+func newBuckets(now func() time.Time) *buckets {
+	t := new(buckets)
 	t.init(now)
 	return t
 }
 
 // init readies t to read time from cfg.clock (nil: the default); it reads
 // nothing else of cfg.
-func (t *Buckets) init(clock func() time.Time) {
+func (t *buckets) init(clock func() time.Time) {
 	t.seed = maphash.MakeSeed()
 	t.clock = clock
 	if t.clock != nil {
@@ -106,7 +106,7 @@ func (t *Buckets) init(clock func() time.Time) {
 }
 
 // now reads the table's clock once, in nanoseconds since its epoch.
-func (t *Buckets) now() int64 {
+func (t *buckets) now() int64 {
 	if t.clock == nil {
 		return int64(time.Since(t.epoch)) // monotonic, from the start of the process: far from the bounds
 	}
@@ -119,11 +119,11 @@ func (t *Buckets) now() int64 {
 // slot values moved and deleted, whatever the clock says.
 const maxNow = 1 << 61
 
-func (t *Buckets) clamped() int64 {
+func (t *buckets) clamped() int64 {
 	return min(max(int64(t.clock().Sub(t.epoch)), -maxNow), maxNow)
 }
 
-func (t *Buckets) hash(key string) uint64 {
+func (t *buckets) hash(key string) uint64 {
 	h := maphash.Comparable(t.seed, key)
 	if h == 0 {
 		h = 1
@@ -131,12 +131,12 @@ func (t *Buckets) hash(key string) uint64 {
 	return h
 }
 
-func (t *Buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)] }
+func (t *buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)] }
 
 // Take takes one shape-sized take from the bucket at key, now. It reports
 // whether the take fits (and was debited) and, if not, how long until it
 // would. A refused take changes nothing.
-func (t *Buckets) Take(key string, b driver.Shape) (ok bool, wait time.Duration) {
+func (t *buckets) Take(key string, b driver.Shape) (ok bool, wait time.Duration) {
 	t.widen(b)
 	_, w, _, ok := t.take(t.hash(key), b, t.now())
 	return ok, time.Duration(w)
@@ -145,7 +145,7 @@ func (t *Buckets) Take(key string, b driver.Shape) (ok bool, wait time.Duration)
 // Forget drops the bucket at key, as if it were full. It is atomic: a take
 // racing with it decides either before (and is forgotten with the rest) or
 // after (on a full bucket).
-func (t *Buckets) Forget(key string) {
+func (t *buckets) Forget(key string) {
 	h := t.hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
@@ -177,7 +177,7 @@ func (sh *shard) drop(s *slot, v int64) bool {
 // sweep.go), so a table left without traffic after a flood gives its rows
 // back when Len is called. Full rows are dropped as they are found (by
 // Return, or by the sweep), so Len may count a few that have refilled since.
-func (t *Buckets) Len() int {
+func (t *buckets) Len() int {
 	t.sweepDue(t.now())
 	n := int64(0)
 	for i := range t.shards {
@@ -187,7 +187,7 @@ func (t *Buckets) Len() int {
 }
 
 // widen records b's tolerance as the sweep horizon if it is the longest seen.
-func (t *Buckets) widen(b driver.Shape) {
+func (t *buckets) widen(b driver.Shape) {
 	for {
 		h := t.horizon.Load()
 		if int64(b.Tolerance()) <= h || t.horizon.CompareAndSwap(h, int64(b.Tolerance())) {
@@ -200,7 +200,7 @@ func (t *Buckets) widen(b driver.Shape) {
 // tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
 // nothing was written. The zero driver.Shape refuses, even a full bucket.
-func (t *Buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
+func (t *buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
 	if b.Tolerance() == 0 {
 		return 0, int64(driver.MaxTolerance), 0, false
 	}
@@ -228,7 +228,7 @@ func (t *Buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, ge
 // is not due, decided with only the loads the decision needs. For any other
 // case it returns d = 0, having written nothing, and the caller goes on
 // with decideSlow. It calls nothing, so that it needs no stack frame.
-func (t *Buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := &t.shards[h>>(64-shardBits)]
 	// Read before the slot and again after the swap: a take that overlapped
 	// an out-of-order refund's swap (the total odd, or moved) records an
@@ -266,7 +266,7 @@ func (t *Buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 // deleted (inserted under the lock), a row being moved, a swap lost to
 // another decision. Unlike decide, it also takes a free take (cost 0),
 // whose admission it reports as d = 0.
-func (t *Buckets) decideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *buckets) decideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
@@ -308,7 +308,7 @@ func settled(sh *shard, gen uint64) uint64 {
 
 // peek decides one take of shape b for the key hashed to h at now, as take
 // would, but writes nothing.
-func (t *Buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok bool) {
+func (t *buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok bool) {
 	sh := t.shardOf(h)
 	for {
 		v := now // absent or deleted: a full bucket
@@ -334,7 +334,7 @@ func (t *Buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *Buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
+func (t *buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -389,7 +389,7 @@ func (t *Buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64
 // an overdraft, which puts the bucket into debt up to driver.MaxTolerance, so that
 // later takes are refused until the pace has repaid it. A charge is a take
 // that always fits, not a refund: it moves the out-of-order total of none.
-func (t *Buckets) charge(h uint64, cost, now int64) {
+func (t *buckets) charge(h uint64, cost, now int64) {
 	for cost > 0 {
 		d, _ := t.decideSlow(h, cost, int64(driver.MaxTolerance), now)
 		if d >= 0 {
@@ -436,7 +436,7 @@ func (sh *shard) waitRebuild() {
 // the shard lock. It reports done=false when the key turned out to be live
 // already (another goroutine inserted it), so the caller decides on the lock-
 // free path again.
-func (t *Buckets) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
+func (t *buckets) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
 	next := now + cost // a full bucket admits any valid take
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

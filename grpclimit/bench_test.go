@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/grpclimit"
 )
 
@@ -31,7 +30,7 @@ func BenchmarkUnary(b *testing.B) {
 		name  string
 		rate  float64
 		admit bool
-	}{{"admitted", pace.MaxRate, true}, {"refused", 1e-3, false}} {
+	}{{"admitted", 1e9, true}, {"refused", 1e-3, false}} {
 		b.Run(bc.name, func(b *testing.B) {
 			clk := newClock() // stands still: a burst of 1e9 admits, 1e-3/s refuses
 			ic := mustNew(b, []grpclimit.Limit{grpclimit.Pace(newPace(b, bc.rate, clk), grpclimit.ClientIP())})

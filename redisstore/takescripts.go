@@ -20,7 +20,7 @@ import (
 // (unless the random starts of two lives of a key land within a few counts
 // of each other: odds about k/2^52 for a key with k reorders). memo is the
 // receipt (At, first Reserved, Gen) of the latest refund that reordered, so
-// that a second refund of it gives nothing (what pace.Buckets keeps per
+// that a second refund of it gives nothing (what the table of buckets behind pace.Pace keeps per
 // shard). Instants are (seconds, nanoseconds) pairs of Unix time, as in the
 // bucket script.
 //
@@ -238,7 +238,7 @@ return out
 `
 
 // refundScript is driver.RefundAll of one receipt on the state at KEYS[1],
-// with the rule of pace.Buckets: the refund is intact while the key's gen
+// with the rule of the table of buckets behind pace.Pace: the refund is intact while the key's gen
 // still equals the receipt's; one that reorders raises the gen and is
 // remembered, so that a second refund of the same receipt gives nothing. An
 // absent (or full) key, and a receipt from before the key was created, are

@@ -17,7 +17,7 @@
 //   - a refund is intact while the key's count equals the receipt's Gen; one
 //     that reorders raises the count by one and is remembered (its At,
 //     first Reserved and Gen), and a refund of the remembered receipt that
-//     is not intact gives nothing (pace.Buckets' rule, per key);
+//     is not intact gives nothing (the table of buckets behind pace.Pace' rule, per key);
 //   - a take with fewer shapes than the key holds keeps the others' arrival
 //     times as they are.
 package takemodel
