@@ -586,7 +586,7 @@ func TestStoreLimitsReturn(t *testing.T) {
 			clk := newClock()
 			st := memory.New(memory.WithClock(clk.Now))
 			t.Cleanup(func() { st.Close(context.Background()) })
-			opts := []grpclimit.LimitOption{grpclimit.Name("per-client"), grpclimit.ReturnOn(codes.Unauthenticated)}
+			opts := []grpclimit.Option{grpclimit.Name("per-client"), grpclimit.ReturnOn(codes.Unauthenticated)}
 			lim := grpclimit.Bucket(st, 1, 1, grpclimit.Metadata("client-id"), opts...)
 			if kind == "shared" {
 				p, err := pace.NewShared(st, 1, pace.WithClock(clk.Now))

@@ -157,7 +157,7 @@ func ClientIP(trusted ...netip.Prefix) KeyFunc {
 // (the one forwarding header your proxies write: "forwarded" or
 // "x-forwarded-for"), httplimit.IPv6Bits. The error wraps
 // pace.ErrInvalidArgument when an option is invalid.
-func ClientIPWith(opts ...httplimit.IPOption) (KeyFunc, error) {
+func ClientIPWith(opts ...httplimit.Option) (KeyFunc, error) {
 	hk, err := httplimit.ClientIPWith(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)

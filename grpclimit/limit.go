@@ -38,7 +38,7 @@ type Limit struct {
 // key: the call is refused when the key's pace is spent, with the exact
 // time until one event fits. It can be given back (ReturnOn, Return), and
 // returns exactly (see pace.Reservation.Return).
-func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
+func Pace(p *pace.Pace, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, bad: bad}
 }
@@ -54,7 +54,7 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // Its key in the store is prefixed as that of httplimit.Shared: a Shared
 // limit of an HTTP middleware with the same name and p shares the buckets,
 // so that a client counts once across both transports.
-func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
+func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Shared(p, nil, o...), key: key, kind: kindShared, bad: bad}
 }
@@ -71,7 +71,7 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // across both transports; give the limits different names to keep them
 // apart. It can be given back (ReturnOn, Return) through Store.Refund,
 // exactly its own token, once (see httplimit.Bucket).
-func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
+func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, bad: bad}
 }
@@ -85,13 +85,14 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...L
 // zero. A refusal's retry delay is one second, since no one knows when a
 // slot will free. Its key in the store is prefixed as for Bucket. It cannot
 // take ReturnOn: its slot is always given back when the handler returns.
-func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...LimitOption) Limit {
+func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, bad: bad}
 }
 
-// LimitOption configures one Limit.
-type LimitOption func(*limitConfig)
+// Option configures one Limit (Pace, Shared, Bucket, Slots): the only
+// option type of the package; New takes httplimit's, whose Limiter it runs.
+type Option func(*limitConfig)
 
 type limitConfig struct {
 	name        string
@@ -106,7 +107,7 @@ type limitConfig struct {
 // Interceptor. The default is the kind of the limit followed by its
 // position in the list given to New, as in "pace-0", "bucket-1", "slots-2"
 // (see httplimit.Name).
-func Name(name string) LimitOption {
+func Name(name string) Option {
 	return func(c *limitConfig) { c.name, c.named = name, true }
 }
 
@@ -120,7 +121,7 @@ func Name(name string) LimitOption {
 // accumulate over several ReturnOn and must be canonical (codes.OK to
 // codes.Unauthenticated). A Pace, Shared or Bucket limit takes it: New
 // rejects it on Slots, always released (see httplimit.ReturnOn).
-func ReturnOn(code ...codes.Code) LimitOption {
+func ReturnOn(code ...codes.Code) Option {
 	return func(c *limitConfig) { c.returnOn = append(c.returnOn, code...) }
 }
 
@@ -133,13 +134,13 @@ func ReturnOn(code ...codes.Code) LimitOption {
 // takes the event. A handler that never calls Verified takes the event when
 // it returns codes.OK (unless OK is one of the limit's ReturnOn codes), and
 // nothing otherwise. Only a Pace limit takes it.
-func DecideAfterVerify() LimitOption {
+func DecideAfterVerify() Option {
 	return func(c *limitConfig) { c.afterVerify = true }
 }
 
 // compile returns the options of package httplimit that opts stand for,
 // or what is wrong with one that is invalid.
-func compile(opts []LimitOption) (h []httplimit.LimitOption, bad string) {
+func compile(opts []Option) (h []httplimit.Option, bad string) {
 	var cfg limitConfig
 	for _, o := range opts {
 		if o != nil {

@@ -334,10 +334,10 @@ func forgerAt300(t *testing.T, phase int) (honest, asked int) {
 
 // perClientLimiter returns a Limiter of one Pace limit of perSecond on clk,
 // "per-client", with opts.
-func perClientLimiter(t *testing.T, perSecond float64, clk *fakeclock.Clock, opts ...httplimit.LimitOption) *httplimit.Limiter {
+func perClientLimiter(t *testing.T, perSecond float64, clk *fakeclock.Clock, opts ...httplimit.Option) *httplimit.Limiter {
 	t.Helper()
 	l, err := httplimit.NewLimiter([]httplimit.Limit{
-		httplimit.Pace(newPace(t, perSecond, clk), nil, append([]httplimit.LimitOption{httplimit.Name("per-client")}, opts...)...),
+		httplimit.Pace(newPace(t, perSecond, clk), nil, append([]httplimit.Option{httplimit.Name("per-client")}, opts...)...),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,11 @@ import (
 // WithAfterFunc replaces time.AfterFunc for the slot refresh, so that tests
 // fire refreshes themselves.
 func WithAfterFunc(f func(d time.Duration, fn func()) (stop func() bool)) Option {
-	return func(c *config) { c.afterFunc = f }
+	return func(s *settings) {
+		if c := s.middleware("WithAfterFunc"); c != nil {
+			c.afterFunc = f
+		}
+	}
 }
 
 // HoldTicket does what Return and Verified do first: it returns the Ticket

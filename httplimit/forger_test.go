@@ -31,7 +31,7 @@ func TestForgerCostsNothing(t *testing.T) {
 func forgerRun(t *testing.T, kind string) {
 	for _, attack := range []bool{false, true} {
 		clk := newClock()
-		opts := []httplimit.LimitOption{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
+		opts := []httplimit.Option{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
 		lim := httplimit.Pace(newPace(t, 5, clk), httplimit.ClientID(), opts...)
 		if kind == "bucket" {
 			lim = httplimit.Bucket(memory.New(memory.WithClock(clk.Now)), 5, 5, httplimit.ClientID(), opts...)
@@ -108,7 +108,7 @@ type forged struct {
 func slowCheckRun(t *testing.T, after bool) int {
 	clk := newClock()
 	p := newPace(t, 5, clk)
-	opts := []httplimit.LimitOption{httplimit.ReturnOn(http.StatusUnauthorized)}
+	opts := []httplimit.Option{httplimit.ReturnOn(http.StatusUnauthorized)}
 	if after {
 		opts = append(opts, httplimit.DecideAfterVerify())
 	}

@@ -326,28 +326,27 @@ type replayBody struct {
 // wrapping pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at
 // once. docs/httplimit.md has the rules in full.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
-	c, err := newIPConfig([]IPOption{TrustProxies(trusted...)})
+	c, err := newIPConfig([]Option{TrustProxies(trusted...)})
 	if err != nil {
 		return func(*http.Request) (string, error) { return "", errInvalidTrusted }
 	}
 	return c.key
 }
 
-// IPOption configures ClientIPWith.
-type IPOption func(*ipConfig)
-
 // TrustProxies names the addresses of the proxies whose forwarding headers
 // ClientIPWith believes (see ClientIP). Prefixes accumulate over several
 // TrustProxies; each must be valid (not the zero netip.Prefix). The default
 // is none: the connection's address is the key.
-func TrustProxies(prefixes ...netip.Prefix) IPOption {
-	return func(c *ipConfig) {
-		for _, p := range prefixes {
-			if !p.IsValid() {
-				c.err = invalidf("ClientIP: invalid trusted prefix")
-				return
+func TrustProxies(prefixes ...netip.Prefix) Option {
+	return func(s *settings) {
+		if c := s.clientIP("TrustProxies"); c != nil {
+			for _, p := range prefixes {
+				if !p.IsValid() {
+					c.err = invalidf("ClientIP: invalid trusted prefix")
+					return
+				}
+				c.trusted = append(c.trusted, p.Masked())
 			}
-			c.trusted = append(c.trusted, p.Masked())
 		}
 	}
 }
@@ -356,15 +355,17 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 // "Forwarded" or "X-Forwarded-For" (in any case). The other is then ignored
 // whatever it says. The default reads both, and refuses a request in which
 // they name different clients.
-func ProxyHeader(name string) IPOption {
-	return func(c *ipConfig) {
-		switch http.CanonicalHeaderKey(name) {
-		case "Forwarded":
-			c.headers = useForwarded
-		case "X-Forwarded-For":
-			c.headers = useXFF
-		default:
-			c.err = invalidf("ProxyHeader: neither Forwarded nor X-Forwarded-For")
+func ProxyHeader(name string) Option {
+	return func(s *settings) {
+		if c := s.clientIP("ProxyHeader"); c != nil {
+			switch http.CanonicalHeaderKey(name) {
+			case "Forwarded":
+				c.headers = useForwarded
+			case "X-Forwarded-For":
+				c.headers = useXFF
+			default:
+				c.err = invalidf("ProxyHeader: neither Forwarded nor X-Forwarded-For")
+			}
 		}
 	}
 }
@@ -373,20 +374,22 @@ func ProxyHeader(name string) IPOption {
 // key: 64 by default (one host usually owns a /64, so a finer key lets one
 // host be many clients), 128 to key each address on its own. It must be
 // between 1 and 128.
-func IPv6Bits(bits int) IPOption {
-	return func(c *ipConfig) {
-		if bits < 1 || bits > 128 {
-			c.err = invalidf("IPv6Bits: %d outside [1, 128]", bits)
-			return
+func IPv6Bits(bits int) Option {
+	return func(s *settings) {
+		if c := s.clientIP("IPv6Bits"); c != nil {
+			if bits < 1 || bits > 128 {
+				c.err = invalidf("IPv6Bits: %d outside [1, 128]", bits)
+				return
+			}
+			c.v6bits = bits
 		}
-		c.v6bits = bits
 	}
 }
 
 // ClientIPWith is ClientIP configured by options (TrustProxies,
 // ProxyHeader, IPv6Bits). The error wraps pace.ErrInvalidArgument when an
 // option is invalid.
-func ClientIPWith(opts ...IPOption) (KeyFunc, error) {
+func ClientIPWith(opts ...Option) (KeyFunc, error) {
 	c, err := newIPConfig(opts)
 	if err != nil {
 		return nil, err
@@ -412,12 +415,10 @@ type ipConfig struct {
 	err     error
 }
 
-func newIPConfig(opts []IPOption) (*ipConfig, error) {
+func newIPConfig(opts []Option) (*ipConfig, error) {
 	c := &ipConfig{v6bits: 64}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
+	if err := (&settings{ip: c}).apply(opts); err != nil {
+		return nil, err
 	}
 	if c.err != nil {
 		return nil, c.err

@@ -216,7 +216,7 @@ func FuzzForgedForwarding(f *testing.F) {
 func TestClientIPConfig(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		opt  httplimit.IPOption
+		opt  httplimit.Option
 	}{
 		{"zero prefix", httplimit.TrustProxies(netip.Prefix{})},
 		{"bad header", httplimit.ProxyHeader("X-Real-IP")},

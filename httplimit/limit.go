@@ -44,7 +44,7 @@ type Limit struct {
 	refill   float64 // Bucket
 	slots    int64   // Slots
 	ttl      time.Duration
-	opts     []LimitOption
+	opts     []Option
 }
 
 // Pace returns a Limit that reserves one event of p for each request, keyed
@@ -59,7 +59,7 @@ type Limit struct {
 // interval rounded up). Its RateLimit item gives r, the whole events the key
 // has left after the decision, and t, the seconds until its bucket is full
 // again, rounded up.
-func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
+func Pace(p *pace.Pace, key KeyFunc, opts ...Option) Limit {
 	return Limit{kind: kindPace, pace: p, key: key, opts: opts}
 }
 
@@ -75,7 +75,7 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // the limit and its position ("api/1", "api/2"); its RateLimit item, of the
 // pace's name, gives as r the whole events left in the key's tightest limit
 // (docs/httplimit.md).
-func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
+func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
 	return Limit{kind: kindShared, shared: p, key: key, opts: opts}
 }
 
@@ -92,7 +92,7 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // refilled, once; a refund that fails leaves the token spent. It sends r and
 // t as the store reports them. A store error is decided by the store's
 // pace.WithFailurePolicy, if any (docs/httplimit.md).
-func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...LimitOption) Limit {
+func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
 	return Limit{kind: kindBucket, store: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
 }
 
@@ -106,12 +106,9 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...L
 // Bucket. A refusal is a 429 with a Retry-After of one second; a Slots limit
 // is a cap on concurrency, not a quota, and sends no RateLimit-Policy or
 // RateLimit item. It cannot take ReturnOn. docs/httplimit.md has the details.
-func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...LimitOption) Limit {
+func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
 	return Limit{kind: kindSlots, store: s, slots: limit, ttl: ttl, key: key, opts: opts}
 }
-
-// LimitOption configures one Limit.
-type LimitOption func(*limitConfig)
 
 type limitConfig struct {
 	name        string
@@ -125,8 +122,12 @@ type limitConfig struct {
 // limit. It must be 1 to 64 printable ASCII characters and unique within a
 // Middleware. The default is the kind of the limit followed by its position
 // in the list given to New, as in "pace-0", "bucket-1", "slots-2".
-func Name(name string) LimitOption {
-	return func(c *limitConfig) { c.name, c.named = name, true }
+func Name(name string) Option {
+	return func(s *settings) {
+		if c := s.limit("Name"); c != nil {
+			c.name, c.named = name, true
+		}
+	}
 }
 
 // ReturnOn gives this limit's reservation back when the handler answers
@@ -141,8 +142,12 @@ func Name(name string) LimitOption {
 // Reserve-then-return holds the reservation while the handler runs: with a
 // slow check (a 50 ms password hash), forged requests in flight can hold the
 // named client's whole bucket. Use DecideAfterVerify there.
-func ReturnOn(status ...int) LimitOption {
-	return func(c *limitConfig) { c.returnOn = append(c.returnOn, status...) }
+func ReturnOn(status ...int) Option {
+	return func(s *settings) {
+		if c := s.limit("ReturnOn"); c != nil {
+			c.returnOn = append(c.returnOn, status...)
+		}
+	}
 }
 
 // DecideAfterVerify makes a Pace limit decide after the handler has verified
@@ -157,8 +162,12 @@ func ReturnOn(status ...int) LimitOption {
 // takes nothing, any other takes the event whether or not it fits
 // (pace.Pace.Debit). Choose it over reserve-then-return when verification is
 // slow. Only a Pace limit takes it. docs/httplimit.md has the details.
-func DecideAfterVerify() LimitOption {
-	return func(c *limitConfig) { c.afterVerify = true }
+func DecideAfterVerify() Option {
+	return func(s *settings) {
+		if c := s.limit("DecideAfterVerify"); c != nil {
+			c.afterVerify = true
+		}
+	}
 }
 
 // limit is a Limit validated and prepared by NewLimiter.
@@ -212,10 +221,8 @@ const maxItems = 1024
 func compile(l Limit, i int, needKey bool) (limit, error) {
 	c := limit{Limit: l, index: i}
 	var cfg limitConfig
-	for _, o := range l.opts {
-		if o != nil {
-			o(&cfg)
-		}
+	if err := (&settings{lim: &cfg}).apply(l.opts); err != nil {
+		return c, fmt.Errorf("httplimit: limit %d: %w", i, err)
 	}
 	if l.kind == 0 {
 		return c, invalidf("limit %d is the zero Limit: build it with Pace, Shared, Bucket or Slots", i)

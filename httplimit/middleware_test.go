@@ -113,7 +113,7 @@ func TestReturnOn(t *testing.T) {
 	for _, returnOn := range []bool{true, false} {
 		clk := newClock()
 		p := newPace(t, 2, clk)
-		var opts []httplimit.LimitOption
+		var opts []httplimit.Option
 		if returnOn {
 			opts = append(opts, httplimit.ReturnOn(http.StatusUnauthorized))
 		}

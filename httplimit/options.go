@@ -5,8 +5,64 @@ import (
 	"time"
 )
 
-// Option configures New (and NewLimiter).
-type Option func(*config)
+// Option configures New and NewLimiter, one Limit (Pace, Shared, Bucket,
+// Slots), or ClientIPWith: one option type for the package. Each option
+// says which it serves; given to another, it is an error wrapping
+// pace.ErrInvalidArgument, returned by New (or NewLimiter) for the options
+// of a Limit and by ClientIPWith for its own. A nil Option is ignored.
+type Option func(*settings)
+
+// settings is what an Option configures: exactly one of mw, lim and ip is
+// set, by the constructor that applies the options.
+type settings struct {
+	mw  *config
+	lim *limitConfig
+	ip  *ipConfig
+	err error
+}
+
+// fail records that the option name does not serve the constructor at hand.
+func (s *settings) fail(name, serves string) {
+	if s.err == nil {
+		s.err = invalidf("%s configures %s, not this", name, serves)
+	}
+}
+
+// middleware returns the configuration of New, or nil (recording the
+// misuse) when name is given to something else.
+func (s *settings) middleware(name string) *config {
+	if s.mw == nil {
+		s.fail(name, "New")
+	}
+	return s.mw
+}
+
+// limit returns the configuration of a Limit, or nil (recording the misuse).
+func (s *settings) limit(name string) *limitConfig {
+	if s.lim == nil {
+		s.fail(name, "a Limit")
+	}
+	return s.lim
+}
+
+// clientIP returns the configuration of ClientIPWith, or nil (recording the
+// misuse).
+func (s *settings) clientIP(name string) *ipConfig {
+	if s.ip == nil {
+		s.fail(name, "ClientIPWith")
+	}
+	return s.ip
+}
+
+// apply applies opts to s and returns the first error.
+func (s *settings) apply(opts []Option) error {
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s.err
+}
 
 type config struct {
 	dryRun       bool
@@ -25,10 +81,8 @@ func newConfig(opts []Option) config {
 		onStoreError: defaultStoreError,
 		afterFunc:    afterFunc,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+	if err := (&settings{mw: &c}).apply(opts); err != nil && c.err == nil {
+		c.err = err
 	}
 	return c
 }
@@ -42,7 +96,11 @@ func afterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d,
 // reports true. Use it to see what a new limit would refuse before
 // enforcing it, through the metrics (see WithObserver).
 func DryRun() Option {
-	return func(c *config) { c.dryRun = true }
+	return func(s *settings) {
+		if c := s.middleware("DryRun"); c != nil {
+			c.dryRun = true
+		}
+	}
 }
 
 // LegacyHeaders makes every response also carry X-RateLimit-Limit,
@@ -51,7 +109,11 @@ func DryRun() Option {
 // left (q, r and t of its RateLimit-Policy and RateLimit items), or on a
 // refusal by a Pace limit, of that limit. Default: not sent.
 func LegacyHeaders() Option {
-	return func(c *config) { c.legacy = true }
+	return func(s *settings) {
+		if c := s.middleware("LegacyHeaders"); c != nil {
+			c.legacy = true
+		}
+	}
 }
 
 // WithObserver reports every decision to an Observer: New calls
@@ -60,7 +122,11 @@ func LegacyHeaders() Option {
 // instrument provides one that counts decisions for Prometheus. Default:
 // none, which costs nothing.
 func WithObserver(newObserver func(names []string) (Observer, error)) Option {
-	return func(c *config) { c.newObserver = newObserver }
+	return func(s *settings) {
+		if c := s.middleware("WithObserver"); c != nil {
+			c.newObserver = newObserver
+		}
+	}
 }
 
 // Refusal describes a refused request to a RefusalFunc.
@@ -85,9 +151,11 @@ type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
 // problem type (draft-ietf-httpapi-ratelimit-headers), naming the limit in
 // violated-policies. A nil f keeps the default.
 func OnRefusal(f RefusalFunc) Option {
-	return func(c *config) {
-		if f != nil {
-			c.onRefusal = f
+	return func(s *settings) {
+		if c := s.middleware("OnRefusal"); c != nil {
+			if f != nil {
+				c.onRefusal = f
+			}
 		}
 	}
 }
@@ -99,9 +167,11 @@ func OnRefusal(f RefusalFunc) Option {
 // other types and server faults (status 500) get a generic detail. A nil f
 // keeps the default.
 func OnKeyError(f ErrorFunc) Option {
-	return func(c *config) {
-		if f != nil {
-			c.onKeyError = f
+	return func(s *settings) {
+		if c := s.middleware("OnKeyError"); c != nil {
+			if f != nil {
+				c.onKeyError = f
+			}
 		}
 	}
 }
@@ -112,9 +182,11 @@ func OnKeyError(f ErrorFunc) Option {
 // store fails, wrap the store with pace.WithFailurePolicy: its decisions
 // are not errors. A nil f keeps the default.
 func OnStoreError(f ErrorFunc) Option {
-	return func(c *config) {
-		if f != nil {
-			c.onStoreError = f
+	return func(s *settings) {
+		if c := s.middleware("OnStoreError"); c != nil {
+			if f != nil {
+				c.onStoreError = f
+			}
 		}
 	}
 }

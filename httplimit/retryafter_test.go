@@ -15,7 +15,7 @@ import (
 // kindOf builds a limit of the named kind ("pace", "shared", "bucket") of
 // perSecond events a second with a burst of one, keyed by header, on st
 // and clk.
-func kindOf(t *testing.T, kind string, perSecond float64, st *memory.Store, clk interface{ Now() time.Time }, name, header string, opts ...httplimit.LimitOption) httplimit.Limit {
+func kindOf(t *testing.T, kind string, perSecond float64, st *memory.Store, clk interface{ Now() time.Time }, name, header string, opts ...httplimit.Option) httplimit.Limit {
 	t.Helper()
 	opts = append(opts, httplimit.Name(name))
 	switch kind {

@@ -71,7 +71,7 @@ func TestSharedReturnOn(t *testing.T) {
 	for _, returnOn := range []bool{true, false} {
 		clk := newClock()
 		s := newMemory(t, clk)
-		var opts []httplimit.LimitOption
+		var opts []httplimit.Option
 		if returnOn {
 			opts = append(opts, httplimit.ReturnOn(http.StatusUnauthorized))
 		}

@@ -4,7 +4,7 @@
 // Pace whose decisions are counted, NewShared a Shared whose decisions are
 // counted by source; Failures counts the decisions a
 // Store wrapped by pace.WithFailurePolicy makes in place of a failed backend;
-// Limits counts the decisions of an httplimit.Middleware per limit.
+// Middleware counts the decisions of an httplimit.Middleware per limit.
 // Every metric is registered only on the prometheus.Registerer given, never
 // on the global one, and is named in the pace_ namespace:
 //
@@ -18,7 +18,7 @@
 //	pace_shared_round_trip_decisions                histogram NewShared
 //	pace_shared_returned_total{path}                counter   NewShared
 //	pace_shared_local_rows                          gauge     NewShared
-//	pace_limit_decisions_total{limit, outcome}      counter   Limits
+//	pace_limit_decisions_total{limit, outcome}      counter   Middleware
 //
 // Labels are few and fixed; a key is never a label, since keys come from
 // clients and a label per key is a cardinality explosion an attacker

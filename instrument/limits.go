@@ -8,7 +8,7 @@ import (
 	"github.com/ratepace/pace/httplimit"
 )
 
-// limitMetrics is the httplimit.Observer Limits gives a Middleware (or a
+// limitMetrics is the httplimit.Observer Middleware gives a Middleware (or a
 // Limiter): a counter bound per limit and outcome, so that a decision does
 // no label lookup.
 type limitMetrics struct {
@@ -24,7 +24,7 @@ func (m *limitMetrics) Observe(limit int, o httplimit.Outcome) {
 	}
 }
 
-// Limits returns an option for httplimit.New (or httplimit.NewLimiter, and
+// Middleware returns an option for httplimit.New (or httplimit.NewLimiter, and
 // so for the interceptors of grpclimit) that counts the decisions of each
 // limit in pace_limit_decisions_total{limit, outcome}, registered on reg when
 // New succeeds. limit is the limit's name, so the series are bounded by the
@@ -39,7 +39,7 @@ func (m *limitMetrics) Observe(limit int, o httplimit.Outcome) {
 // the limits apart with httplimit.Name, or label each middleware's
 // registerer (prometheus.WrapRegistererWith). New fails with an error
 // wrapping pace.ErrInvalidArgument when reg is nil too.
-func Limits(reg prometheus.Registerer) httplimit.Option {
+func Middleware(reg prometheus.Registerer) httplimit.Option {
 	return httplimit.WithObserver(func(names []string) (httplimit.Observer, error) {
 		if reg == nil {
 			return nil, errNilRegisterer

@@ -20,9 +20,9 @@ import (
 	"github.com/ratepace/pace/internal/fakeclock"
 )
 
-// TestLimits counts every outcome of a Middleware's decisions, per limit
+// TestMiddleware counts every outcome of a Middleware's decisions, per limit
 // name, with every series present from registration.
-func TestLimits(t *testing.T) {
+func TestMiddleware(t *testing.T) {
 	reg := newCapture()
 	clock := fakeclock.New(time.Unix(1_000_000, 0))
 	perIP, err := pace.New(3, pace.WithClock(clock.Now))
@@ -37,7 +37,7 @@ func TestLimits(t *testing.T) {
 		httplimit.Pace(perIP, httplimit.ClientIP(), httplimit.Name("per-ip")),
 		httplimit.Pace(perClient, httplimit.Header("X-Client"), httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)),
 		httplimit.Bucket(prefixedStore{}, 10, 1, httplimit.Header("X-Bucket"), httplimit.Name("bucket")),
-	}, instrument.Limits(reg))
+	}, instrument.Middleware(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,32 +155,32 @@ func (s prefixedStore) Refund(ctx context.Context, key string, shapes []driver.S
 	return s.fakeStore.Refund(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes, r)
 }
 
-func TestLimitsRegistration(t *testing.T) {
+func TestMiddlewareRegistration(t *testing.T) {
 	p, err := pace.New(1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	limits := []httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP())}
-	if m, err := httplimit.New(limits, instrument.Limits(nil)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+	if m, err := httplimit.New(limits, instrument.Middleware(nil)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Fatalf("nil registerer: %v, %v", m, err)
 	}
 	reg := prometheus.NewRegistry()
 	route := func(name string) prometheus.Registerer {
 		return prometheus.WrapRegistererWith(prometheus.Labels{"route": name}, reg)
 	}
-	if _, err := httplimit.New(limits, instrument.Limits(route("token"))); err != nil {
+	if _, err := httplimit.New(limits, instrument.Middleware(route("token"))); err != nil {
 		t.Fatal(err)
 	}
 	var already prometheus.AlreadyRegisteredError
-	if m, err := httplimit.New(limits, instrument.Limits(route("token"))); m != nil || !errors.As(err, &already) {
+	if m, err := httplimit.New(limits, instrument.Middleware(route("token"))); m != nil || !errors.As(err, &already) {
 		t.Fatalf("second Middleware with the same labels: %v, %v; want AlreadyRegisteredError", m, err)
 	}
-	if _, err := httplimit.New(limits, instrument.Limits(route("api"))); err != nil {
+	if _, err := httplimit.New(limits, instrument.Middleware(route("api"))); err != nil {
 		t.Fatalf("with a distinguishing label: %v", err)
 	}
 	// An invalid configuration registers nothing.
 	reg = prometheus.NewRegistry()
-	if _, err := httplimit.New([]httplimit.Limit{httplimit.Pace(nil, httplimit.ClientIP())}, instrument.Limits(reg)); err == nil {
+	if _, err := httplimit.New([]httplimit.Limit{httplimit.Pace(nil, httplimit.ClientIP())}, instrument.Middleware(reg)); err == nil {
 		t.Fatal("nil pace accepted")
 	}
 	if mfs, _ := reg.Gather(); len(mfs) != 0 {
@@ -188,10 +188,10 @@ func TestLimitsRegistration(t *testing.T) {
 	}
 }
 
-// TestLimitsTwoMiddlewaresOneRegistry: two middlewares count on one
+// TestMiddlewareTwoMiddlewaresOneRegistry: two middlewares count on one
 // registry, their limits told apart by name (issue 21, point 6: the second
 // registration failed with Prometheus's duplicate-collector error).
-func TestLimitsTwoMiddlewaresOneRegistry(t *testing.T) {
+func TestMiddlewareTwoMiddlewaresOneRegistry(t *testing.T) {
 	reg := newCapture()
 	clock := fakeclock.New(time.Unix(1_000_000, 0))
 	newMiddleware := func(name string) http.Handler {
@@ -200,7 +200,7 @@ func TestLimitsTwoMiddlewaresOneRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := httplimit.New([]httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name(name))}, instrument.Limits(reg))
+		m, err := httplimit.New([]httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name(name))}, instrument.Middleware(reg))
 		if err != nil {
 			t.Fatalf("middleware with limit %q on the shared registry: %v", name, err)
 		}
@@ -246,11 +246,11 @@ func TestLimitsTwoMiddlewaresOneRegistry(t *testing.T) {
 	}
 }
 
-// TestLimitsSameNameTwice: a limit name counted twice on one registry (two
+// TestMiddlewareSameNameTwice: a limit name counted twice on one registry (two
 // middlewares with the default name "pace-0") is an error wrapping
 // pace.ErrInvalidArgument that names the limit and says what to do, and
 // the second middleware registers nothing.
-func TestLimitsSameNameTwice(t *testing.T) {
+func TestMiddlewareSameNameTwice(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	limits := func() []httplimit.Limit {
 		p, err := pace.New(1)
@@ -259,10 +259,10 @@ func TestLimitsSameNameTwice(t *testing.T) {
 		}
 		return []httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP())}
 	}
-	if _, err := httplimit.New(limits(), instrument.Limits(reg)); err != nil {
+	if _, err := httplimit.New(limits(), instrument.Middleware(reg)); err != nil {
 		t.Fatal(err)
 	}
-	m, err := httplimit.New(limits(), instrument.Limits(reg))
+	m, err := httplimit.New(limits(), instrument.Middleware(reg))
 	if m != nil || !errors.Is(err, pace.ErrInvalidArgument) || !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		t.Fatalf("second middleware with limit pace-0 = %v, %v; want nil, an error wrapping ErrInvalidArgument and AlreadyRegisteredError", m, err)
 	}
@@ -273,7 +273,7 @@ func TestLimitsSameNameTwice(t *testing.T) {
 	// A middleware counted under a label beside one counted without: the
 	// registry refuses differing label names; the error says the same.
 	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"route": "token"}, reg)
-	if m, err := httplimit.New(limits(), instrument.Limits(labelled)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+	if m, err := httplimit.New(limits(), instrument.Middleware(labelled)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Fatalf("a labelled middleware beside an unlabelled one = %v, %v; want nil, an error wrapping ErrInvalidArgument", m, err)
 	} else {
 		checkMessage(t, err, `"pace-0"`, "WrapRegistererWith")

@@ -61,7 +61,7 @@ func threeReplicas(addr string, trustedProxies []netip.Prefix) (*httplimit.Middl
 		httplimit.Shared(perClient, httplimit.ClientID(), httplimit.Name("per-client"),
 			httplimit.ReturnOn(http.StatusUnauthorized)),
 		httplimit.Slots(guarded, 4, 30*time.Second, httplimit.ClientID(), httplimit.Name("streams")),
-	}, instrument.Limits(reg))
+	}, instrument.Middleware(reg))
 	// README end
 }
 

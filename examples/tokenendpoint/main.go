@@ -160,7 +160,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	clientOpts := []httplimit.LimitOption{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
+	clientOpts := []httplimit.Option{httplimit.Name("per-client"), httplimit.ReturnOn(http.StatusUnauthorized)}
 	mode := "reserve-then-return"
 	if *after {
 		clientOpts = append(clientOpts, httplimit.DecideAfterVerify())
