@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Memo memoises values in a Store: Get returns the stored value of a key,
@@ -19,7 +21,7 @@ import (
 // Memo must be created with NewMemo. It is safe for concurrent use by
 // multiple goroutines.
 type Memo struct {
-	s   Store
+	s   driver.Values
 	ttl time.Duration
 	g   singleflight.Group
 }
@@ -27,7 +29,7 @@ type Memo struct {
 // NewMemo returns a Memo over s that stores loaded values for ttl (0: until
 // deleted). A nil s or a negative ttl returns an error wrapping
 // ErrInvalidArgument.
-func NewMemo(s Store, ttl time.Duration) (*Memo, error) {
+func NewMemo(s driver.Values, ttl time.Duration) (*Memo, error) {
 	if s == nil {
 		return nil, invalid("nil Store")
 	}

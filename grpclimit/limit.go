@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 )
 
@@ -71,7 +72,7 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
 // across both transports; give the limits different names to keep them
 // apart. It can be given back (ReturnOn, Return) through Store.Refund,
 // exactly its own token, once (see httplimit.Bucket).
-func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
+func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, bad: bad}
 }
@@ -85,7 +86,7 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...O
 // zero. A refusal's retry delay is one second, since no one knows when a
 // slot will free. Its key in the store is prefixed as for Bucket. It cannot
 // take ReturnOn: its slot is always given back when the handler returns.
-func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
+func Slots(s driver.Slots, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
 	o, bad := compile(opts)
 	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, bad: bad}
 }

@@ -267,7 +267,7 @@ func TestAttackAllOrNothing(t *testing.T) {
 					if failing && mode == "store" {
 						return httplimit.Bucket(downStore{}, 1, 0.001, key, httplimit.Name(kind))
 					}
-					return httplimit.Bucket(st, 1, 0.001, key, httplimit.Name(kind))
+					return httplimit.Bucket(st.(driver.Taker), 1, 0.001, key, httplimit.Name(kind))
 				}
 				var limits []httplimit.Limit
 				for j, k := range ord {
@@ -326,7 +326,7 @@ func TestAttackPanicRecycles(t *testing.T) {
 	clk := newClock()
 	st := newMemory(t, clk)
 	m := mustNew(t, []httplimit.Limit{
-		httplimit.Bucket(st, 3, 0.001, httplimit.Header("X-Client"), httplimit.Name("b"), httplimit.ReturnOn(http.StatusInternalServerError)),
+		httplimit.Bucket(st.(driver.Taker), 3, 0.001, httplimit.Header("X-Client"), httplimit.Name("b"), httplimit.ReturnOn(http.StatusInternalServerError)),
 		httplimit.Slots(st, 1, time.Minute, httplimit.Header("X-Client"), httplimit.Name("s")),
 	})
 	var kept []*http.Request
@@ -431,7 +431,7 @@ func TestAttackRetryAfterPassesLaterPace(t *testing.T) {
 	st := newMemory(t, clk)
 	p := newPace(t, 0.05, clk) // 1 per 20 s
 	h := mustNew(t, []httplimit.Limit{
-		httplimit.Bucket(st, 1, 0.5, httplimit.ClientIP(), httplimit.Name("b")), // 1 per 2 s
+		httplimit.Bucket(st.(driver.Taker), 1, 0.5, httplimit.ClientIP(), httplimit.Name("b")), // 1 per 2 s
 		httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name("p")),
 	}).Wrap(ok)
 	if w := serve(h, from("192.0.2.1")); w.Code != 200 {

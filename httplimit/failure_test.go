@@ -45,7 +45,7 @@ func TestFailClosedBucketAdmitsNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			var c counter
-			m := mustNew(t, []httplimit.Limit{httplimit.Bucket(st, 5, 5, httplimit.ClientIP(), httplimit.Name("per-ip"), httplimit.ReturnOn(http.StatusTeapot))}, c.Option())
+			m := mustNew(t, []httplimit.Limit{httplimit.Bucket(st.(driver.Taker), 5, 5, httplimit.ClientIP(), httplimit.Name("per-ip"), httplimit.ReturnOn(http.StatusTeapot))}, c.Option())
 			h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 			var admitted atomic.Int64
 			var wg sync.WaitGroup

@@ -39,10 +39,11 @@ type Limit struct {
 	key      KeyFunc
 	pace     *pace.Pace
 	shared   *pace.Shared
-	store    pace.Store
-	capacity float64 // Bucket
-	refill   float64 // Bucket
-	slots    int64   // Slots
+	taker    driver.Taker // Bucket
+	slotter  driver.Slots // Slots
+	capacity float64      // Bucket
+	refill   float64      // Bucket
+	slots    int64        // Slots
 	ttl      time.Duration
 	opts     []Option
 }
@@ -92,8 +93,8 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
 // refilled, once; a refund that fails leaves the token spent. It sends r and
 // t as the store reports them. A store error is decided by the store's
 // pace.WithFailurePolicy, if any (docs/httplimit.md).
-func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
-	return Limit{kind: kindBucket, store: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
+func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
+	return Limit{kind: kindBucket, taker: s, capacity: capacity, refill: refillPerSec, key: key, opts: opts}
 }
 
 // Slots returns a Limit that holds one of limit concurrent slots at the
@@ -106,8 +107,8 @@ func Bucket(s pace.Store, capacity, refillPerSec float64, key KeyFunc, opts ...O
 // Bucket. A refusal is a 429 with a Retry-After of one second; a Slots limit
 // is a cap on concurrency, not a quota, and sends no RateLimit-Policy or
 // RateLimit item. It cannot take ReturnOn. docs/httplimit.md has the details.
-func Slots(s pace.Store, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
-	return Limit{kind: kindSlots, store: s, slots: limit, ttl: ttl, key: key, opts: opts}
+func Slots(s driver.Slots, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
+	return Limit{kind: kindSlots, slotter: s, slots: limit, ttl: ttl, key: key, opts: opts}
 }
 
 type limitConfig struct {
@@ -192,7 +193,6 @@ type limit struct {
 	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
 	problem  problemDoc                 // the default refusal, set by New
 	shapes   []driver.Shape             // Bucket: its one shape, for Store.Take and Refund
-	taker    driver.Taker               // Bucket: the store's take methods
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -270,14 +270,9 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		c.q = int64(b.Tolerance() / b.Interval())
 		c.w = windowSeconds(float64(c.q), rate)
 	case kindBucket:
-		if l.store == nil {
+		if l.taker == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		tk, ok := l.store.(driver.Taker)
-		if !ok {
-			return c, invalidf("limit %q: a Bucket limit needs a store that implements driver.Taker (Take, TakeMany, Refund)", c.name)
-		}
-		c.taker = tk
 		b, err := driver.NewShape(l.capacity, l.refill, 1)
 		if err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
@@ -287,7 +282,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		c.q = int64(math.Floor(l.capacity))
 		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
 	case kindSlots:
-		if l.store == nil {
+		if l.slotter == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
 		if err := driver.ValidateSlot("k", l.slots, l.ttl); err != nil {

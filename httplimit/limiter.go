@@ -353,7 +353,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, reset: g.Reset}
 		case kindSlots:
 			sk := lim.storeKey(k)
-			ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+			ok, current, err := lim.slotter.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
@@ -454,7 +454,7 @@ func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration
 			return 0
 		}
 		sk := lim.storeKey(key)
-		ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+		ok, current, err := lim.slotter.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
 		if err != nil {
 			return 0
 		}
@@ -463,7 +463,7 @@ func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration
 		}
 		if current > 0 {
 			rctx, cancel := releaseContext(ctx)
-			lim.store.ReleaseSlot(rctx, sk)
+			lim.slotter.ReleaseSlot(rctx, sk)
 			cancel()
 		}
 	}
@@ -501,7 +501,7 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 				if cancel == nil {
 					ctx, cancel = releaseContext(ctx)
 				}
-				t.l.limits[i].store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
+				t.l.limits[i].slotter.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 				h.state = holdNone
 				t.l.observe(i, Returned)
 			}
@@ -707,7 +707,7 @@ func (t *Ticket) Finish(status int) {
 			if ctx == nil {
 				ctx, cancel = releaseContext(t.ctx)
 			}
-			lim.store.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
+			lim.slotter.ReleaseSlot(ctx, h.key) // a failed release expires with the ttl
 			h.state = holdNone
 		}
 	}
@@ -796,7 +796,7 @@ func (r *refresher) refresh() {
 	ctx, cancel := context.WithTimeout(r.ctx, r.every)
 	for _, s := range r.slots {
 		lim := &r.l.limits[s.limit]
-		lim.store.RefreshSlot(ctx, s.key, lim.ttl) // a failure is retried at the next refresh
+		lim.slotter.RefreshSlot(ctx, s.key, lim.ttl) // a failure is retried at the next refresh
 	}
 	cancel()
 	r.mu.Lock()

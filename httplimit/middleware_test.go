@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/memory"
 )
@@ -185,14 +186,14 @@ func TestStoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := serve(mustNew(t, []httplimit.Limit{httplimit.Bucket(open, 10, 1, httplimit.ClientIP())}).Wrap(ok), from("192.0.2.1")); w.Code != 200 {
+	if w := serve(mustNew(t, []httplimit.Limit{httplimit.Bucket(open.(driver.Taker), 10, 1, httplimit.ClientIP())}).Wrap(ok), from("192.0.2.1")); w.Code != 200 {
 		t.Fatalf("fail-open: %d", w.Code)
 	}
 	w = serve(mustNew(t, []httplimit.Limit{httplimit.Slots(closed, 2, time.Minute, httplimit.ClientIP())}).Wrap(ok), from("192.0.2.1"))
 	if w.Code != 429 || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("fail-closed slots: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
 	}
-	w = serve(mustNew(t, []httplimit.Limit{httplimit.Bucket(closed, 10, 1, httplimit.ClientIP())}).Wrap(ok), from("192.0.2.1"))
+	w = serve(mustNew(t, []httplimit.Limit{httplimit.Bucket(closed.(driver.Taker), 10, 1, httplimit.ClientIP())}).Wrap(ok), from("192.0.2.1"))
 	if w.Code != 429 || w.Header().Get("Retry-After") != "3" {
 		t.Fatalf("fail-closed bucket: %d, Retry-After %q; want 429, 3", w.Code, w.Header().Get("Retry-After"))
 	}

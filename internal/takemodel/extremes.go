@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/driver"
 )
 
 // ExtremeShapes returns shape sets at the edges of what driver.NewShape
-// accepts: a capacity of one, one take a nanosecond (pace.MaxRate), a free
+// accepts: a capacity of one, one take a nanosecond (1e9), a free
 // take of a one-nanosecond bucket, a take every 31 years, a tolerance at
 // the largest driver.NewShape allows (about 73 years, far beyond 2^53 ns),
 // and a fractional cost.
@@ -21,9 +20,9 @@ func ExtremeShapes(t *testing.T) [][]driver.Shape {
 	t.Helper()
 	type spec struct{ capacity, rate, cost float64 }
 	sets := [][]spec{
-		{{1, pace.MaxRate, 1}, {1, 1, 1}, {3, 1e9 / 7, 1}},
-		{{1, pace.MaxRate, 0}, {2, 1e-9, 1}, {1, pace.MaxRate, 1}},
-		{{1, 1 / 2.3e9, 1}, {1, pace.MaxRate, 1}, {1e6, 0.001, 1}},
+		{{1, 1e9, 1}, {1, 1, 1}, {3, 1e9 / 7, 1}},
+		{{1, 1e9, 0}, {2, 1e-9, 1}, {1, 1e9, 1}},
+		{{1, 1 / 2.3e9, 1}, {1, 1e9, 1}, {1e6, 0.001, 1}},
 		{{1, 1, 1}, {1, 1 / 2.3e9, 1}},
 		{{2.5, 1e9 / 3, 0.5}, {1, 1, 0}, {1, 1e-9, 1}},
 	}
