@@ -55,10 +55,10 @@ var byHand = Middleware{Name: "by-hand", Title: "by hand", Module: "github.com/r
 //	  PACE_BENCH_REVERSE=$((i%2)) ./b.test -test.run '^$' -test.bench AdmitPath -test.benchtime 300ms >> admit.txt; done
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /impl admit.txt
 //
-// At Admit's 10⁹ a second, pace's RateLimit item (r=999999999) is beyond
-// httplimit's cache of lines and is made for each request: one of its
-// three allocations here, which a limit of up to 1,024 a second does not
-// make.
+// At Admit's 10⁹ a second, pace's RateLimit item (r=999999999, every
+// client's bucket full again between its requests) is one httplimit keeps
+// among the lines near a large quota's top, so its one allocation here is
+// the request copy that carries the request's state.
 func BenchmarkAdmitPath(b *testing.B) {
 	var impls []Impl
 	for _, m := range append(Middlewares(nil), byHand) {

@@ -3,7 +3,9 @@ package httplimit_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ratepace/pace"
@@ -11,14 +13,17 @@ import (
 )
 
 var (
-	sinkReq   *http.Request
-	sinkState *state
+	sinkKey     *int
+	sinkPassage *passage
 )
 
-// state has the size of the middleware's per-request allocation besides
-// the request copy (its call: the context and ResponseWriter of the
+// passage has the size of the middleware's per-request allocation: the
+// request copy and its call (the context and ResponseWriter of the
 // request), pointers included; the rest of its state is recycled.
-type state [10]*int
+type passage struct {
+	r    http.Request
+	call [10]*int
+}
 
 // reportCPU starts measuring the CPU time of the benchmark; the function it
 // returns reports it as cpu-ns/op, all cores together (see cpuTime).
@@ -84,12 +89,16 @@ func BenchmarkMiddleware(b *testing.B) {
 			h["Ratelimit-Policy"], h["Ratelimit"] = policy, field
 		}
 	})
-	// allocs makes the middleware's two allocations of a request and nothing
-	// else (a copy of the request, and an object of the size of its call):
-	// what they cost on this machine, garbage collection included.
-	ctx := context.WithValue(context.Background(), sinkState, 0)
+	// allocs makes the middleware's allocation of a request and nothing
+	// else (a copy of the request with a context of its own, beside an
+	// object of the size of its call): what it costs on this machine,
+	// garbage collection included.
+	ctx := context.WithValue(context.Background(), sinkKey, 0)
 	allocs := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sinkReq, sinkState = r.WithContext(ctx), new(state)
+		p := new(passage)
+		p.r = *r.WithContext(ctx)
+		p.call[0] = sinkKey
+		sinkPassage = p
 	})
 	for _, c := range []struct {
 		name string
@@ -121,4 +130,77 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkCarrier measures the carriers of a request's state that
+// Return(r) and Verified(w, r) could find it through, alone, over the
+// requests of BenchmarkMiddleware: "context", the request copy and a
+// context of its own apart (the middleware before); "passage", both in
+// one allocation (the middleware now); "table", no allocation: the
+// identity of the request's header map (which r.WithContext copies keep),
+// standing for the recycled state, registered in a table of atomic slots,
+// looked up once and taken out again. The table cannot tell a request that is over from
+// one that never went through a Middleware (Verified with a kept request
+// must then report false, TestAttackLateCallersConcurrent), which is why
+// the middleware does not use it.
+func BenchmarkCarrier(b *testing.B) {
+	const keys = 10000
+	reqs := make([]*http.Request, keys)
+	for i := range reqs {
+		r, err := http.NewRequest(http.MethodGet, "/", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[i] = r
+	}
+	type call struct {
+		context.Context
+		rest [9]*int // the rest of the middleware's call
+	}
+	type passageOf struct {
+		r http.Request
+		c call
+	}
+	var slots [1 << 13]atomic.Uintptr
+	slotOf := func(h http.Header) (*atomic.Uintptr, uintptr) {
+		p := uintptr(reflect.ValueOf(h).UnsafePointer())
+		return &slots[(uint64(p)*0x9E3779B97F4A7C15)>>51], p
+	}
+	var sink any
+	for _, c := range []struct {
+		name string
+		f    func(r *http.Request)
+	}{
+		{"context", func(r *http.Request) {
+			c := &call{Context: r.Context()}
+			c.rest[0] = sinkKey
+			sink = r.WithContext(c)
+		}},
+		{"passage", func(r *http.Request) {
+			p := &passageOf{}
+			p.c = call{Context: r.Context()}
+			p.c.rest[0] = sinkKey
+			p.r = *r.WithContext(&p.c)
+			sink = p
+		}},
+		{"table", func(r *http.Request) {
+			slot, key := slotOf(r.Header)
+			if !slot.CompareAndSwap(0, key) {
+				b.Fatal("slot taken")
+			}
+			if got, key := slotOf(r.Header); got.Load() != key {
+				b.Fatal("lookup missed")
+			}
+			slot.CompareAndSwap(key, 0)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for i := range b.N {
+				c.f(reqs[i%keys])
+			}
+		})
+	}
+	_ = sink
 }

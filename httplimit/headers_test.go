@@ -52,6 +52,7 @@ func TestHeadersAgreeWithDecisions(t *testing.T) {
 		{0.2, 1, 5},
 		{100, 100, 1},
 		{1000, 1000, 1}, // above the precomputed fields
+		{3000, 3000, 1}, // r cached near full and near empty, made between
 	} {
 		clk := newClock()
 		p := newPace(t, c.perSecond, clk)

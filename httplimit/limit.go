@@ -214,7 +214,8 @@ func (l *limit) storeKey(key string) string { return l.prefix + key }
 func canRefund(k kind) bool { return k != kindSlots }
 
 // maxItems bounds the cached RateLimit fields of one limit (8 KiB of
-// pointers); a limit whose burst is larger formats the others each time.
+// pointers); a limit whose burst is larger formats the others each time
+// (see itemIndex).
 const maxItems = 1024
 
 // compile validates l and prepares it as the i-th limit.
@@ -337,7 +338,23 @@ func (l *limit) item(r int, t int64) string {
 // field returns the RateLimit field of this limit with r remaining after an
 // admission (see cached).
 func (l *limit) field(r int, one *[1]string) []string {
-	return cached(l.items, r, one, func() string { return l.item(r, l.fullIn(r)) })
+	return cached(l.items, l.itemIndex(r), one, func() string { return l.item(r, l.fullIn(r)) })
+}
+
+// itemIndex returns the index in items of the field with r remaining, or -1
+// when it is not cached. A quota of up to maxItems caches every r; a larger
+// one its lowest maxItems/2+1 counts (a busy key's) and its highest
+// maxItems/2 (q-1 and below, which a key that was idle shows: the first
+// request of most clients of a large quota).
+func (l *limit) itemIndex(r int) int {
+	q := int(l.q)
+	switch {
+	case q < maxItems || r <= maxItems/2:
+		return r
+	case q-r < maxItems/2:
+		return maxItems - (q - r)
+	}
+	return -1
 }
 
 // refusedField returns the RateLimit field of this limit refusing with a
@@ -369,9 +386,10 @@ func cached(cache []atomic.Pointer[[]string], i int, one *[1]string, make func()
 
 // windowSeconds returns the whole seconds, rounded up and at least one,
 // that q events take at perSecond; the rounding of a pace's interval to the
-// nanosecond is ignored, so that a pace of 3/s is 3 per 1 s, not per 2 s.
+// nanosecond (up to 1 ns an event, so q ns in all) is ignored, so that a
+// pace of 3/s is 3 per 1 s, not per 2 s, and one of 3,000/s too.
 func windowSeconds(q, perSecond float64) int64 {
-	return max(1, int64(math.Ceil(q/perSecond-1e-6)))
+	return max(1, int64(math.Ceil(q/perSecond-q*1e-9-1e-6)))
 }
 
 // ceilSeconds rounds d up to whole seconds.

@@ -75,12 +75,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	s := states.Get().(*state)
 	outer := from(r.Context()) // a Middleware this request went through before this one
-	var c *call
-	if m.needCtx {
-		c = &call{Context: r.Context(), s: s, gen: s.gen, l: m.l, rw: w}
-		r = r.WithContext(c)
-	}
 	out := m.l.Decide(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
+	var c *call
+	if m.needCtx && (out == Admitted || m.l.cfg.dryRun || outer != nil) {
+		// Only a request the handler serves has something to give back,
+		// and a nested one's refusal is answered through the outer
+		// Middleware's writer, which composes the fields from the calls.
+		// The request copy and its call in one allocation: WithContext,
+		// inlined, copies onto the stack, and the copy is kept here.
+		p := &passage{call: call{Context: r.Context(), s: s, gen: s.gen, l: m.l, rw: w}}
+		p.req = *r.WithContext(&p.call)
+		c, r = &p.call, &p.req
+	}
 	hdr := w.Header()
 	if outer != nil && out == Refused && !m.l.cfg.dryRun {
 		Return(r) // all or nothing across nested Middlewares: the outer ones give back too
@@ -214,8 +220,8 @@ func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, t *Ticket) {
 
 // state is the part of one request's passage through a Middleware that
 // outlives no request: its Ticket, recycled through states once the
-// request is over, so that a request allocates only its call (and the
-// request copy that carries it).
+// request is over, so that a request the handler serves allocates only its
+// passage (the request copy and its call), and a refused one nothing.
 //
 // Someone may still hold the call after the request is over (a handler
 // that keeps its request and calls Return late, from another goroutine):
@@ -280,6 +286,14 @@ type call struct {
 	committed bool      // the header is on its way: see commit
 	innermost *call     // of the Middlewares nested inside this one, the last to decide
 	field     [1]string // the RateLimit field line, when it is not a cached one
+}
+
+// passage is the one allocation of a request through a Middleware that can
+// give something back: the copy of the request whose context is its call,
+// and the call.
+type passage struct {
+	req  http.Request
+	call call
 }
 
 type ctxKey struct{}
