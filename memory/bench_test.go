@@ -28,8 +28,8 @@ import (
 // 1), so one run compares the two.
 
 const (
-	admitRate  = 1e9 // tokens per second; capacity 1e9
-	refuseRate = 1e-3         // capacity max(1, rate × 1s) = 1
+	admitRate  = 1e9  // tokens per second; capacity 1e9
+	refuseRate = 1e-3 // capacity max(1, rate × 1s) = 1
 )
 
 var keyCounts = []int{1, 10_000}
