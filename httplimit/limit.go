@@ -72,7 +72,7 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...Option) Limit {
 // (Return, ReturnOn), by a store call made with the request's context
 // without its cancellation. The key given to p is prefixed as for Bucket.
 // Its RateLimit-Policy has an item for the pace of pace.NewShared, named
-// after the limit, and one for each limit of pace.WithLimit, named after
+// after the limit, and one for each quota of pace.WithQuota, named after
 // the limit and its position ("api/1", "api/2"); its RateLimit item, of the
 // pace's name, gives as r the whole events left in the key's tightest limit
 // (docs/httplimit.md).
@@ -183,8 +183,8 @@ type limit struct {
 	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
 	// caches the RateLimit field of this limit alone with r remaining, for
 	// r up to len(items)-1, made when first needed.
-	policy   string   // one item, or several for a Shared with pace.WithLimit
-	quotas   []string // the names of a Shared's pace.WithLimit quotas in policy
+	policy   string   // one item, or several for a Shared with pace.WithQuota
+	quotas   []string // the names of a Shared's pace.WithQuota quotas in policy
 	quoted   string   // the name as a structured-field string
 	q, w     int64
 	interval time.Duration // of one event, for t
@@ -295,7 +295,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		c.policy = policyItem(c.quoted, c.q, c.w)
 	}
 	if l.kind == kindShared {
-		// The limits of pace.WithLimit are quotas of their own, named
+		// The quotas of pace.WithQuota are items of their own, named
 		// after the limit and their position: "api/1", "api/2".
 		for j, b := range l.shared.Shapes()[1:] {
 			name := c.name + "/" + strconv.Itoa(j+1)

@@ -109,7 +109,7 @@ func (l *Limiter) Names() []string { return append([]string(nil), l.names...) }
 
 // Policy returns the RateLimit-Policy field of the limits: one item per
 // limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`,
-// and one per pace.WithLimit of a Shared (see Shared), or "" when no limit
+// and one per pace.WithQuota of a Shared (see Shared), or "" when no limit
 // is a quota (Slots only).
 func (l *Limiter) Policy() string {
 	if l.policy == nil {

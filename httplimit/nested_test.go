@@ -94,7 +94,7 @@ func TestNestedVerifiedKeepsOuterItems(t *testing.T) {
 }
 
 // TestSharedPolicyHasItsQuotas: the RateLimit-Policy of a Shared limit
-// includes the limits of pace.WithLimit, so a client sees the hourly quota,
+// includes the limits of pace.WithQuota, so a client sees the hourly quota,
 // named after the limit and its position; a limit name that clashes with
 // one is refused.
 func TestSharedPolicyHasItsQuotas(t *testing.T) {
