@@ -19,14 +19,14 @@ var (
 	// capacity, a slot limit below one, a ceiling outside
 	// [sustained, 2 × sustained], an empty key, no bucket shape or more
 	// than driver.MaxShapes. Such a call changes nothing.
-	ErrInvalidArgument = errs.InvalidArgument
+	ErrInvalidArgument = errs.ErrInvalidArgument
 
 	// ErrNotFound is returned by Store.Get when the key is absent or its
 	// value has expired.
-	ErrNotFound = errs.NotFound
+	ErrNotFound = errs.ErrNotFound
 
 	// ErrClosed is wrapped by every error a Store returns after Close.
-	ErrClosed = errs.Closed
+	ErrClosed = errs.ErrClosed
 )
 
 // Store is the shared state behind rate limits that span more than one Pace:

@@ -11,7 +11,7 @@ import (
 // every package of the module writes its errors: "driver: what went wrong: "
 // and then the sentinel's text.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("driver: "+format+": %w", append(args, errs.InvalidArgument)...)
+	return fmt.Errorf("driver: "+format+": %w", append(args, errs.ErrInvalidArgument)...)
 }
 
 // finitePositive reports whether x is a finite number above zero.

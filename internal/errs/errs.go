@@ -7,7 +7,7 @@ import "errors"
 // The sentinels, exported by package pace as ErrInvalidArgument, ErrNotFound
 // and ErrClosed.
 var (
-	InvalidArgument = errors.New("pace: invalid argument")
-	NotFound        = errors.New("pace: key not found")
-	Closed          = errors.New("pace: store closed")
+	ErrInvalidArgument = errors.New("pace: invalid argument")
+	ErrNotFound        = errors.New("pace: key not found")
+	ErrClosed          = errors.New("pace: store closed")
 )
