@@ -14,3 +14,10 @@ func RoundTripsUnderWay(p *Shared) (inflight, carried int) {
 	defer p.rt.mu.Unlock()
 	return p.rt.inflight, p.rt.carried
 }
+
+// WaitProbes waits until no probe of p's fallback is under way.
+func WaitProbes(p *Shared) {
+	if p.brk != nil {
+		p.brk.wait()
+	}
+}
