@@ -1,6 +1,7 @@
 package pace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,8 +57,10 @@ type FailureHook func(op string, err error, allowed bool)
 type FailureOption func(*failureConfig)
 
 type failureConfig struct {
-	hook       FailureHook
-	retryAfter time.Duration
+	hook          FailureHook
+	retryAfter    time.Duration
+	probeInterval time.Duration
+	clock         func() time.Time // for tests; nil: the monotonic clock
 }
 
 // defaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
@@ -65,6 +68,13 @@ type failureConfig struct {
 // who honour it do not hammer a failing backend, short enough that service
 // resumes promptly once it is back.
 const defaultFailClosedRetryAfter = time.Second
+
+// defaultProbeInterval is the time a Store wrapped by WithFailurePolicy
+// decides without its backend after a failure, when ProbeInterval is not
+// given: short enough that limits hold again within about a second of the
+// backend's return, long enough that a probe every interval costs the
+// backend nothing.
+const defaultProbeInterval = 500 * time.Millisecond
 
 // OnFailure reports every decision made in place of the backend to h (see
 // FailureHook). The default is none. A nil h keeps the default; a second
@@ -80,6 +90,13 @@ func FailClosedRetryAfter(d time.Duration) FailureOption {
 	return func(c *failureConfig) { c.retryAfter = d }
 }
 
+// ProbeInterval sets how long a Store wrapped by WithFailurePolicy keeps off
+// its backend after a failure before it probes it again (see
+// WithFailurePolicy). It must be above zero; the default is 500 ms.
+func ProbeInterval(d time.Duration) FailureOption {
+	return func(c *failureConfig) { c.probeInterval = d }
+}
+
 // WithFailurePolicy returns a Store that forwards every call to s, bounds
 // each by timeout (0: only the caller's own deadline), and turns a backend
 // failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst) into the
@@ -90,11 +107,27 @@ func FailClosedRetryAfter(d time.Duration) FailureOption {
 // among them: Shared has a fallback of its own). Close closes s; every later
 // call returns an error wrapping ErrClosed.
 //
+// After a backend failure (an error, or a call that outlived timeout) the
+// store keeps off the backend, so that an outage costs callers no waiting:
+// for the probe interval (ProbeInterval, 500 ms by default) every decision
+// is the policy's at once, reported to the hook with the error that opened
+// the interval, and every other call returns at once an error wrapping that
+// one, without reaching s (a release or a refresh then is lost; a slot
+// counter forgets it at its TTL). The first call after the interval starts
+// one probe of s in the background (a Get of a key nothing sets, bounded by
+// timeout, or by the interval when timeout is 0) and is itself answered
+// without s, as are the others until s has answered the probe; a probe s
+// does not answer keeps it off for another interval. So calls go back to s
+// within about one interval of its return. A caller's own deadline is not a
+// failure: with timeout 0, a backend that hangs rather than errs costs each
+// caller its deadline.
+//
 // The error wraps ErrInvalidArgument when s is nil, policy is neither
-// FailOpen nor FailClosed, timeout is negative, or FailClosedRetryAfter is
-// not above zero. The result is safe for concurrent use if s is. How to
-// choose the policy and the timeout, and how to count the decisions, is in
-// docs/metrics.md.
+// FailOpen nor FailClosed, timeout is negative, or FailClosedRetryAfter or
+// ProbeInterval is not above zero. The result is safe for concurrent use if
+// s is. How to choose the policy and the timeout, and how to count the
+// decisions, is in docs/metrics.md; what they assume of the client of
+// Redis or PostgreSQL, in docs/replicas.md.
 func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...FailureOption) (Store, error) {
 	if s == nil {
 		return nil, invalid("nil store")
@@ -105,7 +138,7 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if timeout < 0 {
 		return nil, invalid("negative timeout %v", timeout)
 	}
-	cfg := failureConfig{retryAfter: defaultFailClosedRetryAfter}
+	cfg := failureConfig{retryAfter: defaultFailClosedRetryAfter, probeInterval: defaultProbeInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -114,13 +147,37 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if cfg.retryAfter <= 0 {
 		return nil, invalid("fail-closed retryAfter %v must be above zero", cfg.retryAfter)
 	}
-	return &failureStore{
+	if cfg.probeInterval <= 0 {
+		return nil, invalid("probe interval %v must be above zero", cfg.probeInterval)
+	}
+	f := &failureStore{
 		s:          s,
 		open:       policy == FailOpen,
 		timeout:    timeout,
 		retryAfter: cfg.retryAfter,
 		hook:       cfg.hook,
-	}, nil
+	}
+	f.brk = breaker{
+		interval: cfg.probeInterval,
+		bound:    cmp.Or(timeout, cfg.probeInterval),
+		now:      monotonic(cfg.clock),
+		probe: func(ctx context.Context) error {
+			_, err := s.Get(ctx, probeKey)
+			return err
+		},
+	}
+	return f, nil
+}
+
+// monotonic returns a clock reading nanoseconds since now: of clock when it
+// is not nil, else of the monotonic clock.
+func monotonic(clock func() time.Time) func() int64 {
+	if clock == nil {
+		epoch := time.Now()
+		return func() int64 { return int64(time.Since(epoch)) }
+	}
+	epoch := clock()
+	return func() int64 { return int64(clock().Sub(epoch)) }
 }
 
 // failureStore is the Store returned by WithFailurePolicy.
@@ -131,6 +188,15 @@ type failureStore struct {
 	retryAfter time.Duration
 	hook       FailureHook
 	closed     atomic.Bool
+	brk        breaker                // open while the backend is down
+	down       atomic.Pointer[outage] // what opened brk, once it was
+}
+
+// outage is the failure that opened the breaker: cause as the backend
+// returned it (for the hook), err wrapping it (for the calls answered
+// without the backend).
+type outage struct {
+	cause, err error
 }
 
 var _ Store = (*failureStore)(nil)
@@ -147,18 +213,25 @@ func (f *failureStore) bound(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, f.timeout)
 }
 
-// failed reports whether err, returned by the backend to a call made with the
-// caller's ctx, is a backend failure that the policy decides in place of.
+// failed reports whether err, returned by the backend (or by forward in its
+// place) to a call made with the caller's ctx, is a backend failure: one the
+// policy decides in place of, and that keeps calls off the backend.
 func failed(ctx context.Context, err error) bool {
 	return err != nil &&
 		ctx.Err() == nil &&
 		!errors.Is(err, ErrInvalidArgument) &&
-		!errors.Is(err, ErrClosed)
+		!errors.Is(err, ErrClosed) &&
+		!errors.Is(err, ErrNotFound)
 }
 
-// decide reports the policy's decision for op, after calling the hook.
+// decide reports the policy's decision for op, after calling the hook with
+// the backend's error (the one that opened the breaker, when err is the
+// breaker's).
 func (f *failureStore) decide(op string, err error) bool {
 	if f.hook != nil {
+		if o := f.down.Load(); o != nil && err == o.err {
+			err = o.cause
+		}
 		f.hook(op, err, f.open)
 	}
 	return f.open
@@ -173,9 +246,12 @@ func (f *failureStore) TokenBucket(ctx context.Context, key string, capacity, re
 	if _, err := ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	allowed, retryAfter, err := f.s.TokenBucket(bctx, key, capacity, refillPerSec, cost)
-	cancel()
+	var allowed bool
+	var retryAfter time.Duration
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		allowed, retryAfter, err = f.s.TokenBucket(ctx, key, capacity, refillPerSec, cost)
+		return err
+	})
 	if !failed(ctx, err) {
 		return allowed, retryAfter, err
 	}
@@ -194,9 +270,12 @@ func (f *failureStore) AcquireSlot(ctx context.Context, key string, limit int64,
 	if err := ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	acquired, current, err := f.s.AcquireSlot(bctx, key, limit, ttl)
-	cancel()
+	var acquired bool
+	var current int64
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		acquired, current, err = f.s.AcquireSlot(ctx, key, limit, ttl)
+		return err
+	})
 	if !failed(ctx, err) {
 		return acquired, current, err
 	}
@@ -215,9 +294,12 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	if err := ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	acquired, current, err := f.s.AcquireSlotBurst(bctx, key, sustained, ceiling, burstBudget, ttl)
-	cancel()
+	var acquired bool
+	var current int64
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		acquired, current, err = f.s.AcquireSlotBurst(ctx, key, sustained, ceiling, burstBudget, ttl)
+		return err
+	})
 	if !failed(ctx, err) {
 		return acquired, current, err
 	}
@@ -227,15 +309,28 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	return false, ceiling, nil
 }
 
-// forward runs op on the backend within the timeout. The methods without a
-// decision to substitute use it: they pass every error through unchanged.
+// forward runs op on the backend within the timeout, unless the breaker
+// keeps calls off it: then it returns at once the error of the failure that
+// opened it. A backend failure opens the breaker, an answer closes it.
+// Every method calls the backend through it.
 func (f *failureStore) forward(ctx context.Context, op func(context.Context) error) error {
 	if f.closed.Load() {
 		return errFailureClosed
 	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return op(ctx)
+	if !f.brk.closed() {
+		return f.down.Load().err
+	}
+	bctx, cancel := f.bound(ctx)
+	err := op(bctx)
+	cancel()
+	switch {
+	case failed(ctx, err):
+		f.down.Store(&outage{cause: err, err: fmt.Errorf("pace: failure policy: backend not called, down since a failure: %w", err)})
+		f.brk.trip()
+	case ctx.Err() == nil: // an answer (the caller's own deadline is none)
+		f.brk.reset()
+	}
+	return err
 }
 
 // ReleaseSlot forwards to the backend within the timeout.
@@ -300,8 +395,10 @@ func (f *failureStore) Delete(ctx context.Context, key string) error {
 }
 
 // Close closes the backend with the caller's ctx and makes every later call
-// return ErrClosed.
+// return ErrClosed. It returns once no probe is under way.
 func (f *failureStore) Close(ctx context.Context) error {
 	f.closed.Store(true)
-	return f.s.Close(ctx)
+	err := f.s.Close(ctx)
+	f.brk.wait()
+	return err
 }

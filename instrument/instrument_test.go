@@ -777,14 +777,16 @@ func TestFailureHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Healthy first: after a failure a wrapper decides without its backend
+	// for a probe interval, and those decisions count too.
+	open.TokenBucket(ctx, "a", 10, 1, 1)        // healthy: not counted
+	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
 	open.TokenBucket(ctx, "fail", 10, 1, 1)
 	open.TokenBucket(ctx, "fail", 10, 1, 1)
-	open.TokenBucket(ctx, "a", 10, 1, 1) // healthy: not counted
 	open.AcquireSlot(ctx, "fail", 3, time.Second)
 	closed.AcquireSlotBurst(ctx, "fail", 2, 3, time.Second, time.Second)
-	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
-	closed.Get(ctx, "fail")                     // no decision: not counted
-	hook("Get", errBackend, true)               // not a deciding method: ignored
+	closed.Get(ctx, "fail")       // no decision: not counted
+	hook("Get", errBackend, true) // not a deciding method: ignored
 	want := `
 # HELP pace_store_failure_decisions_total Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).
 # TYPE pace_store_failure_decisions_total counter
