@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/sharedtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -134,13 +135,14 @@ func (quietLogger) Printf(_ context.Context, format string, v ...any) {
 
 // TestMain runs the whole suite once per flavour: on Redis, then on Valkey
 // (the shared server of each, and servers of the tests' own started from
-// its binaries). Fuzzing and listing run once, on Redis.
+// its binaries). Fuzzing and listing run once, on Redis, and so does a
+// replica process of sharedtest (its spec names its server).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{}) // before any client exists: go-redis reads it unsynchronised
 	flag.Parse()
 	code := 0
 	for i, f := range flavours {
-		if i > 0 && (flagSet("test.fuzz") || flagSet("test.fuzzworker") || flagSet("test.list")) {
+		if i > 0 && (sharedtest.InReplica() || flagSet("test.fuzz") || flagSet("test.fuzzworker") || flagSet("test.list")) {
 			break
 		}
 		target = f
