@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/memory"
 )
 
 var bg = context.Background()
@@ -729,4 +731,22 @@ func TestSharedProbeWindowFromTheFailure(t *testing.T) {
 	if n := tries.Load(); n != 1 {
 		t.Fatalf("%d round trips at one instant after a timeout; want 1", n)
 	}
+}
+
+// BenchmarkSharedReserve measures what Shared adds to a store's Take on the
+// memory store (no network, so the batching and the local tier are what is
+// measured): 10,000 keys, every decision admitted, serial (every decision
+// alone in its round trip) and parallel (decisions queue and share).
+func BenchmarkSharedReserve(b *testing.B) {
+	keys := benchkit.Keys(b, 10000)
+	benchkit.Run(b, len(keys), func(b *testing.B) benchkit.Decide {
+		p, err := pace.NewShared(memory.New(), 1e6)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(i int) bool {
+			ok, err := p.Allow(bg, keys[i])
+			return ok && err == nil
+		}
+	}, true)
 }
