@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // TestIdleRowsGoWithinTwoHorizons: a key that stopped taking is forgotten
@@ -189,7 +190,7 @@ func TestConcurrentForgersSpendNothing(t *testing.T) {
 // its tolerance to zero: the result is the zero Bucket, which refuses every
 // take with a wait of 73 years.
 func TestNewBucketNeverSilentlyDeniesAll(t *testing.T) {
-	b, err := pace.NewBucket(1e-300, 1e300, 0)
+	b, err := driver.NewShape(1e-300, 1e300, 0)
 	if err != nil {
 		return // a clear error is fine
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // batcher gathers the decisions of a Shared into round trips to its store,
@@ -63,7 +65,7 @@ const (
 type batch struct {
 	calls    []*call
 	keys     []string
-	out      []Grant
+	out      []driver.Grant
 	launched int // decisions launched with it, for the accounting of its end
 }
 

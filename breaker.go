@@ -35,9 +35,10 @@ type breaker struct {
 	probes sync.WaitGroup
 }
 
-// probeKey is the key the probes Get: a key of the values' namespace that
-// nothing sets, so that an answer (ErrNotFound, or a value) only says the
-// backend is there, and Get is the cheapest call every Store has.
+// probeKey is the key of the probes: a Get of the failure policy (in the
+// values' namespace, where nothing sets it, so an answer only says the
+// backend is there), a Take of a Shared (a key of its own, debited one
+// event a probe).
 const probeKey = "pace:breaker-probe"
 
 // closed reports whether calls go to the backend. While the breaker is
@@ -86,9 +87,9 @@ func (b *breaker) runProbe() {
 	b.next.Store(b.now() + int64(b.interval)) // from the end of the failed probe
 }
 
-// answered reports whether err, returned by a probe's Get, came from a
-// backend that answered: nothing, ErrNotFound, or ErrClosed (a closed store
-// is not down; its calls should say it is closed).
+// answered reports whether err, returned by a probe, came from a backend
+// that answered: nothing, ErrNotFound, or ErrClosed (a closed store is not
+// down; its calls should say it is closed).
 func answered(err error) bool {
 	return err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed)
 }

@@ -46,12 +46,12 @@ type BurstSlotState struct {
 // ceiling rejection (st.Count >= ceiling) from a budget one. A state never
 // assessed (zero LastAssessed) starts with a full budget, so now must not be
 // the zero time.Time. The arguments are not validated here: see
-// ValidateSlotBurst.
+// driver.ValidateSlotBurst.
 func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl time.Duration, now time.Time) bool {
 	if st.LastAssessed.IsZero() {
 		*st = BurstSlotState{BurstRemaining: burstBudget, LastAssessed: now}
 	} else {
-		assessBurst(st, now)
+		AssessBurst(st, now)
 	}
 	st.Sustained, st.BurstBudget = sustained, burstBudget
 	st.BurstRemaining = min(st.BurstRemaining, burstBudget)
@@ -67,7 +67,7 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 	return true
 }
 
-// assessBurst charges or refills the interval from st.LastAssessed to now at
+// AssessBurst charges or refills the interval from st.LastAssessed to now at
 // the live count, with the parameters persisted in st. A slot whose idle TTL
 // has run out is charged at its count up to Expires; then its holders are
 // presumed gone and its count drops to zero, while the budget it burned stays
@@ -76,7 +76,7 @@ func AdmitBurst(st *BurstSlotState, sustained, ceiling int64, burstBudget, ttl t
 // nothing and does not move LastAssessed back. The zero state (an absent
 // slot) is left as it is, so that a release or a heartbeat on a slot that
 // does not exist cannot turn it into one with an empty budget.
-func assessBurst(st *BurstSlotState, now time.Time) {
+func AssessBurst(st *BurstSlotState, now time.Time) {
 	if st.LastAssessed.IsZero() {
 		return
 	}
@@ -124,7 +124,7 @@ func mulDiv(a, b, c time.Duration) time.Duration {
 // whose TTL has already run out, so a stray heartbeat cannot resurrect a
 // reaped counter.
 func RefreshBurst(st *BurstSlotState, ttl time.Duration, now time.Time) {
-	assessBurst(st, now)
+	AssessBurst(st, now)
 	if st.Count > 0 {
 		st.Expires = now.Add(ttl)
 	}
@@ -134,7 +134,7 @@ func RefreshBurst(st *BurstSlotState, ttl time.Duration, now time.Time) {
 // connection, clamped at zero. This prevents disconnecting burst holders from
 // erasing the budget they consumed.
 func ReleaseBurst(st *BurstSlotState, now time.Time) {
-	assessBurst(st, now)
+	AssessBurst(st, now)
 	if st.Count > 0 {
 		st.Count--
 	}

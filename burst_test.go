@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -301,7 +302,7 @@ func FuzzBurst(f *testing.F) {
 			ttl = -(ttl + 1)
 		}
 		ttl = max(ttl, 1)
-		if err := pace.ValidateSlotBurst("k", sustained, ceiling, budget, ttl); err != nil {
+		if err := driver.ValidateSlotBurst("k", sustained, ceiling, budget, ttl); err != nil {
 			t.Skip(err)
 		}
 		units := [4]time.Duration{time.Nanosecond, time.Millisecond, time.Second, time.Hour}

@@ -7,7 +7,7 @@
 // [Reservation.Return] gives it back when the request is rejected for
 // another reason, and [Pace.Allow] is a Reserve never given back. [Shared]
 // ([NewShared]) is the same pace kept in a Store, so that every replica of a
-// service shares one pace per key, with more limits per key ([WithLimit])
+// service shares one pace per key, with more quotas per key ([WithQuota])
 // and a per-replica fallback ([WithFallback]).
 //
 // [Store] is the interface for state shared across processes: token buckets,
@@ -25,14 +25,11 @@
 //
 // # For Store implementers
 //
-// [Bucket] is the token-bucket arithmetic every backend decides with
-// ([TakeAll], [RemainingAll] and [RefundAll] apply several shapes at once,
-// with [Grant] and [Receipt]), and [Buckets] a sharded table of buckets in
-// memory. [BurstSlotState], [AdmitBurst], [RefreshBurst] and [ReleaseBurst]
-// (over [BurstRefillWindow]) are the burst arithmetic. [ValidateKey],
-// [ValidateSet], [ValidateRefresh], [ValidateTokenBucket], [ValidateSlot],
-// [ValidateSlotBurst], [ValidateTake] and [ValidateTakeMany] check the
-// arguments of each Store method, so that every implementation rejects the
-// same calls with the same errors. Package storetest checks an
-// implementation against the contract (docs/store.md).
+// A Store is the seed's eleven methods; [Shared] also needs the take methods
+// of driver.Taker. Package driver holds the kit: the token-bucket
+// arithmetic every backend decides with, the Grant and Receipt of a take,
+// and the validators. [BurstSlotState], [AdmitBurst], [AssessBurst],
+// [RefreshBurst] and [ReleaseBurst] (over [BurstRefillWindow]) are the burst
+// arithmetic. Package storetest checks an implementation against the
+// contract (docs/store.md).
 package pace

@@ -73,24 +73,6 @@ func ExampleReservation_Return() {
 	// Output: 0
 }
 
-// Bucket is the arithmetic every backend shares: pure functions of an
-// arrival time and a now.
-func ExampleBucket() {
-	b, _ := pace.NewBucket(10, 5, 4) // 10 tokens, 5 per second, 4 per take
-	var tat time.Duration            // zero: a full bucket at time zero
-	for i := range 3 {
-		next, wait, ok := b.Take(tat, 0)
-		fmt.Println(i, ok, wait)
-		if ok {
-			tat = next
-		}
-	}
-	// Output:
-	// 0 true 0s
-	// 1 true 0s
-	// 2 false 400ms
-}
-
 // Two replicas share one pace per key through a Store (here a memory store
 // standing in for Redis or PostgreSQL): a forger's reservations, returned,
 // spend nothing; a refusal is then answered by the replica's local tier
@@ -102,7 +84,7 @@ func ExampleShared() {
 	ctx := context.Background()
 	var replicas [2]*pace.Shared
 	for i := range replicas {
-		p, err := pace.NewShared(store, 2, pace.WithSharedClock(clock))
+		p, err := pace.NewShared(store, 2, pace.WithClock(clock))
 		if err != nil {
 			panic(err)
 		}
@@ -114,7 +96,7 @@ func ExampleShared() {
 			return "503"
 		}
 		if !res.OK() {
-			return fmt.Sprintf("429 (%v), retry after %v", res.Path(), res.RetryAfter())
+			return fmt.Sprintf("429 (%v), retry after %v", res.Source(), res.RetryAfter())
 		}
 		if secret != "right" {
 			res.Return(ctx)
@@ -134,5 +116,5 @@ func ExampleShared() {
 	// 200, 1 left
 	// 200, 0 left
 	// 429 (store), retry after 500ms
-	// 429 (local), retry after 300ms
+	// 429 (held), retry after 300ms
 }

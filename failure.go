@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // FailurePolicy is the decision a Store wrapped by WithFailurePolicy makes,
@@ -17,16 +19,17 @@ type FailurePolicy int
 
 const (
 	// FailClosed refuses when the backend fails: TokenBucket reports
-	// allowed=false with the configured retryAfter (see
-	// FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
+	// allowed=false and Take a refused Grant, with the configured retryAfter
+	// (see FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
 	// acquired=false with current set to the limit (or the ceiling), which
 	// reads as a hard-wall rejection. For limits that must never be overrun:
 	// an outage of the backend becomes an outage of the limited service.
 	FailClosed FailurePolicy = iota + 1
 
 	// FailOpen admits when the backend fails: TokenBucket reports
-	// allowed=true, AcquireSlot and AcquireSlotBurst acquired=true with
-	// current 0 (the count is unknown). For fairness limits where
+	// allowed=true, Take an admitted Grant with the zero Receipt, AcquireSlot
+	// and AcquireSlotBurst acquired=true with current 0 (the count is
+	// unknown): admissions that acquired nothing and release nothing. For fairness limits where
 	// availability matters more: the service stays up but unlimited, and
 	// whoever can make the backend fail can lift the limit.
 	FailOpen
@@ -44,91 +47,49 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
 
-// FailureHook is told about every decision a Store wrapped by
-// WithFailurePolicy makes in place of its backend: op is the method name
-// ("TokenBucket", "AcquireSlot" or "AcquireSlotBurst"), err the backend error
-// that caused it, allowed the decision. It is called synchronously, once per
-// such decision, possibly from many goroutines at once, so it must be fast
-// and safe for concurrent use. Package instrument provides one that counts
-// the decisions for Prometheus.
-type FailureHook func(op string, err error, allowed bool)
-
-// FailureOption configures WithFailurePolicy.
-type FailureOption func(*failureConfig)
-
-type failureConfig struct {
-	hook          FailureHook
-	retryAfter    time.Duration
-	probeInterval time.Duration
-	clock         func() time.Time // for tests; nil: the monotonic clock
-}
-
-// defaultFailClosedRetryAfter is the retryAfter a fail-closed TokenBucket
-// reports when FailClosedRetryAfter is not given: long enough that callers
-// who honour it do not hammer a failing backend, short enough that service
-// resumes promptly once it is back.
-const defaultFailClosedRetryAfter = time.Second
-
-// defaultProbeInterval is the time a Store wrapped by WithFailurePolicy
-// decides without its backend after a failure, when ProbeInterval is not
-// given: short enough that limits hold again within about a second of the
-// backend's return, long enough that a probe every interval costs the
-// backend nothing.
-const defaultProbeInterval = 500 * time.Millisecond
-
-// OnFailure reports every decision made in place of the backend to h (see
-// FailureHook). The default is none. A nil h keeps the default; a second
-// OnFailure replaces the first.
-func OnFailure(h FailureHook) FailureOption {
-	return func(c *failureConfig) { c.hook = h }
-}
-
-// FailClosedRetryAfter sets the retryAfter that TokenBucket reports when it
-// refuses under FailClosed because the backend failed. It must be above zero;
-// the default is one second. FailOpen ignores it.
-func FailClosedRetryAfter(d time.Duration) FailureOption {
-	return func(c *failureConfig) { c.retryAfter = d }
-}
-
-// ProbeInterval sets how long a Store wrapped by WithFailurePolicy keeps off
-// its backend after a failure before it probes it again (see
-// WithFailurePolicy). It must be above zero; the default is 500 ms.
-func ProbeInterval(d time.Duration) FailureOption {
-	return func(c *failureConfig) { c.probeInterval = d }
-}
-
 // WithFailurePolicy returns a Store that forwards every call to s, bounds
 // each by timeout (0: only the caller's own deadline), and turns a backend
-// failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst) into the
-// explicit decision of policy, with a nil error, reported to the hook of
-// OnFailure. Invalid arguments (checked before s is called), ErrClosed, and
-// any error once the caller's ctx is done are returned as they are, as is
-// every error of the methods that decide nothing (Take, TakeMany and Refund
-// among them: Shared has a fallback of its own). Close closes s; every later
+// failure of a decision (TokenBucket, AcquireSlot, AcquireSlotBurst, Take,
+// TakeMany) into the explicit decision of policy, with a nil error, reported
+// to the Observer of WithObserver (its Failed method): fail-closed refuses, fail-open admits, and
+// nothing else is consulted. Invalid arguments (checked before s is called),
+// ErrClosed, and any error once the caller's ctx is done are returned as
+// they are, as is every error of the methods that decide nothing (releases,
+// refreshes, Get, Set, Delete, Refund).
+//
+// An admission the policy decided acquired nothing, and says so, so that
+// its caller gives nothing back: AcquireSlot and AcquireSlotBurst report
+// acquired=true with current 0 (a slot the backend acquired counts at least
+// itself), which must not be released; Take and TakeMany report OK with the
+// zero Receipt (and Remaining 0: the count is unknown), whose Refund does
+// nothing. A refusal takes nothing either. A Shared on such a store gets the
+// policy's decisions in place of its store's errors, so its WithFallback
+// decides only what the policy passes through. Close closes s; every later
 // call returns an error wrapping ErrClosed.
 //
 // After a backend failure (an error, or a call that outlived timeout) the
 // store keeps off the backend, so that an outage costs callers no waiting:
 // for the probe interval (ProbeInterval, 500 ms by default) every decision
-// is the policy's at once, reported to the hook with the error that opened
-// the interval, and every other call returns at once an error wrapping that
-// one, without reaching s (a release or a refresh then is lost; a slot
-// counter forgets it at its TTL). The first call after the interval starts
-// one probe of s in the background (a Get of a key nothing sets, bounded by
-// timeout, or by the interval when timeout is 0) and is itself answered
-// without s, as are the others until s has answered the probe; a probe s
-// does not answer keeps it off for another interval. So calls go back to s
-// within about one interval of its return. A caller's own deadline is not a
-// failure: with timeout 0, a backend that hangs rather than errs costs each
-// caller its deadline.
+// is the policy's at once, reported to the Observer with the error that
+// opened the interval, and every other call returns at once an error
+// wrapping that one, without reaching s (a release or a refresh then is
+// lost; a slot counter forgets it at its TTL). The first call after the
+// interval starts one probe of s in the background (a Get of a key nothing
+// sets, bounded by timeout, or by the interval when timeout is 0) and is
+// itself answered without s, as are the others until s has answered the
+// probe; a probe s does not answer keeps it off for another interval. So
+// calls go back to s within about one interval of its return. A caller's
+// own deadline is not a failure: with timeout 0, a backend that hangs
+// rather than errs costs each caller its deadline.
 //
 // The error wraps ErrInvalidArgument when s is nil, policy is neither
-// FailOpen nor FailClosed, timeout is negative, or FailClosedRetryAfter or
-// ProbeInterval is not above zero. The result is safe for concurrent use if
-// s is. How to choose the policy and the timeout, and how to count the
-// decisions, is in docs/metrics.md; what they assume of the client of
-// Redis or PostgreSQL, in docs/replicas.md.
-func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...FailureOption) (Store, error) {
+// FailOpen nor FailClosed, timeout is negative, or an option is invalid or
+// does not serve WithFailurePolicy. Its options are WithObserver, WithClock
+// (the probes' timing), FailClosedRetryAfter and ProbeInterval. The result
+// is safe for concurrent use if s is. How to choose the policy and the
+// timeout, and how to count the decisions, is in docs/metrics.md; what they
+// assume of the client of Redis or PostgreSQL, in docs/replicas.md.
+func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...Option) (Store, error) {
 	if s == nil {
 		return nil, invalid("nil store")
 	}
@@ -138,24 +99,16 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 	if timeout < 0 {
 		return nil, invalid("negative timeout %v", timeout)
 	}
-	cfg := failureConfig{retryAfter: defaultFailClosedRetryAfter, probeInterval: defaultProbeInterval}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if cfg.retryAfter <= 0 {
-		return nil, invalid("fail-closed retryAfter %v must be above zero", cfg.retryAfter)
-	}
-	if cfg.probeInterval <= 0 {
-		return nil, invalid("probe interval %v must be above zero", cfg.probeInterval)
+	cfg, err := newConfig(forFailure, opts)
+	if err != nil {
+		return nil, err
 	}
 	f := &failureStore{
 		s:          s,
 		open:       policy == FailOpen,
 		timeout:    timeout,
 		retryAfter: cfg.retryAfter,
-		hook:       cfg.hook,
+		obs:        cfg.observer,
 	}
 	f.brk = breaker{
 		interval: cfg.probeInterval,
@@ -165,6 +118,9 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 			_, err := s.Get(ctx, probeKey)
 			return err
 		},
+	}
+	if t, ok := s.(driver.Taker); ok {
+		return &failureTaker{f, t}, nil
 	}
 	return f, nil
 }
@@ -180,20 +136,30 @@ func monotonic(clock func() time.Time) func() int64 {
 	return func() int64 { return int64(clock().Sub(epoch)) }
 }
 
+// failureTaker is the Store returned by WithFailurePolicy for a store that
+// also implements driver.Taker: it has the take methods too, under the same
+// policy.
+type failureTaker struct {
+	*failureStore
+	t driver.Taker
+}
+
+var _ driver.Taker = (*failureTaker)(nil)
+
 // failureStore is the Store returned by WithFailurePolicy.
 type failureStore struct {
 	s          Store
 	open       bool
 	timeout    time.Duration
 	retryAfter time.Duration
-	hook       FailureHook
+	obs        Observer
 	closed     atomic.Bool
 	brk        breaker                // open while the backend is down
 	down       atomic.Pointer[outage] // what opened brk, once it was
 }
 
 // outage is the failure that opened the breaker: cause as the backend
-// returned it (for the hook), err wrapping it (for the calls answered
+// returned it (for the Observer), err wrapping it (for the calls answered
 // without the backend).
 type outage struct {
 	cause, err error
@@ -224,15 +190,15 @@ func failed(ctx context.Context, err error) bool {
 		!errors.Is(err, ErrNotFound)
 }
 
-// decide reports the policy's decision for op, after calling the hook with
+// decide reports the policy's decision for op, after telling the observer
 // the backend's error (the one that opened the breaker, when err is the
 // breaker's).
 func (f *failureStore) decide(op string, err error) bool {
-	if f.hook != nil {
+	if f.obs != nil {
 		if o := f.down.Load(); o != nil && err == o.err {
 			err = o.cause
 		}
-		f.hook(op, err, f.open)
+		f.obs.Failed(op, err, f.open)
 	}
 	return f.open
 }
@@ -243,7 +209,7 @@ func (f *failureStore) TokenBucket(ctx context.Context, key string, capacity, re
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if _, err := ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
+	if _, err := driver.ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
 		return false, 0, err
 	}
 	var allowed bool
@@ -267,7 +233,7 @@ func (f *failureStore) AcquireSlot(ctx context.Context, key string, limit int64,
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if err := ValidateSlot(key, limit, ttl); err != nil {
+	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
 	var acquired bool
@@ -291,7 +257,7 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	if f.closed.Load() {
 		return false, 0, errFailureClosed
 	}
-	if err := ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
 	var acquired bool
@@ -367,26 +333,67 @@ func (f *failureStore) Set(ctx context.Context, key string, value []byte, ttl ti
 	return f.forward(ctx, func(ctx context.Context) error { return f.s.Set(ctx, key, value, ttl) })
 }
 
-// Take forwards to the backend within the timeout, and returns its error
-// unchanged: a caller of Take (Shared) has its own fallback, so the policy
-// decides nothing in its place.
-func (f *failureStore) Take(ctx context.Context, key string, shapes []Bucket) (g Grant, err error) {
-	err = f.forward(ctx, func(ctx context.Context) error {
-		g, err = f.s.Take(ctx, key, shapes)
+// Take forwards to the backend; see WithFailurePolicy for what happens when
+// it fails.
+func (f *failureTaker) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
+	if f.closed.Load() {
+		return driver.Grant{}, errFailureClosed
+	}
+	if err := driver.ValidateTake(key, shapes); err != nil {
+		return driver.Grant{}, err
+	}
+	var g driver.Grant
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		g, err = f.t.Take(ctx, key, shapes)
 		return err
 	})
-	return g, err
+	if !failed(ctx, err) {
+		return g, err
+	}
+	return f.grant("Take", err), nil
 }
 
-// TakeMany forwards to the backend within the timeout, and returns its error
-// unchanged, as Take does.
-func (f *failureStore) TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error {
-	return f.forward(ctx, func(ctx context.Context) error { return f.s.TakeMany(ctx, keys, shapes, out) })
+// TakeMany forwards to the backend; see WithFailurePolicy for what happens
+// when it fails: every key gets the policy's decision.
+func (f *failureTaker) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
+	if f.closed.Load() {
+		return errFailureClosed
+	}
+	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
+		return err
+	}
+	err := f.forward(ctx, func(ctx context.Context) error { return f.t.TakeMany(ctx, keys, shapes, out) })
+	if !failed(ctx, err) {
+		return err
+	}
+	g := f.grant("TakeMany", err)
+	for i := range out {
+		out[i] = g
+	}
+	return nil
 }
 
-// Refund forwards to the backend within the timeout.
-func (f *failureStore) Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error {
-	return f.forward(ctx, func(ctx context.Context) error { return f.s.Refund(ctx, key, shapes, r) })
+// grant returns the policy's decision of a take, after telling the observer:
+// fail-open admits with the zero Receipt (nothing was taken, so there is
+// nothing to refund), fail-closed refuses for the configured retryAfter.
+func (f *failureStore) grant(op string, err error) driver.Grant {
+	if f.decide(op, err) {
+		return driver.Grant{OK: true}
+	}
+	return driver.Grant{RetryAfter: f.retryAfter}
+}
+
+// Refund forwards to the backend within the timeout. The zero Receipt, that
+// of an admission the policy decided, took nothing: its refund does nothing
+// and never reaches the backend.
+func (f *failureTaker) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
+	if r == (driver.Receipt{}) {
+		if f.closed.Load() {
+			return errFailureClosed
+		}
+		return nil
+	}
+	return f.forward(ctx, func(ctx context.Context) error { return f.t.Refund(ctx, key, shapes, r) })
 }
 
 // Delete forwards to the backend within the timeout.

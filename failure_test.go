@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -84,20 +85,20 @@ func (s *failingStore) Set(ctx context.Context, key string, value []byte, ttl ti
 	return s.err
 }
 
-func (s *failingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *failingStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	s.calls.Add(1)
 	if s.err != nil {
-		return pace.Grant{}, s.err
+		return driver.Grant{}, s.err
 	}
-	return pace.Grant{OK: true, Remaining: 3}, nil
+	return driver.Grant{OK: true, Remaining: 3}, nil
 }
 
-func (s *failingStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *failingStore) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	s.calls.Add(1)
 	return s.err
 }
 
-func (s *failingStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s *failingStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	s.calls.Add(1)
 	return s.err
 }
@@ -144,18 +145,27 @@ func (s *hangingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return nil, s.wait(ctx)
 }
 
-func (s *hangingStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
-	return pace.Grant{}, s.wait(ctx)
+func (s *hangingStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
+	return driver.Grant{}, s.wait(ctx)
 }
 
-// hookCall is one call of a FailureHook.
+// failedFunc is an Observer that passes the failure policy's decisions to
+// the function it is.
+type failedFunc func(op string, err error, allowed bool)
+
+func (f failedFunc) Failed(op string, err error, allowed bool) { f(op, err, allowed) }
+func (failedFunc) Decided(pace.Source, bool)                   {}
+func (failedFunc) Returned(pace.Source)                        {}
+func (failedFunc) RoundTrip(int)                               {}
+
+// hookCall is one call of the Observer's Failed.
 type hookCall struct {
 	op      string
 	err     error
 	allowed bool
 }
 
-// hookRecorder is a FailureHook that records its calls.
+// hookRecorder records the calls of an Observer's Failed (see failedFunc).
 type hookRecorder struct {
 	mu    sync.Mutex
 	calls []hookCall
@@ -175,7 +185,7 @@ func (r *hookRecorder) take() []hookCall {
 	return c
 }
 
-func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout time.Duration, opts ...pace.FailureOption) pace.Store {
+func mustFailurePolicy(t *testing.T, s pace.Store, p pace.FailurePolicy, timeout time.Duration, opts ...pace.Option) pace.Store {
 	t.Helper()
 	f, err := pace.WithFailurePolicy(s, p, timeout, opts...)
 	if err != nil {
@@ -233,7 +243,7 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 				// A wrapper each: after a failure, a wrapper keeps calls
 				// off its backend (TestFailurePolicyBreaker).
 				s := mustFailurePolicy(t, backend, tc.policy, 0,
-					pace.OnFailure(rec.hook), pace.FailClosedRetryAfter(3*time.Second))
+					pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(3*time.Second))
 				got := d.call(s)
 				if want := tc.want[d.op]; got != want {
 					t.Errorf("%s on a failing backend = %v; want %v", d.op, got, want)
@@ -262,7 +272,7 @@ func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
 func TestFailurePolicyPassesHealthyDecisions(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
-		s := mustFailurePolicy(t, &failingStore{}, p, time.Minute, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, &failingStore{}, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)))
 		want := map[string]policyDecision{
 			"TokenBucket":      {false, int64(7 * time.Millisecond), nil},
 			"AcquireSlot":      {true, 1, nil},
@@ -287,7 +297,7 @@ func TestFailurePolicyPassesErrors(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		for _, berr := range []error{backendInvalid, backendClosed} {
 			var rec hookRecorder
-			s := mustFailurePolicy(t, &failingStore{err: berr}, p, 0, pace.OnFailure(rec.hook))
+			s := mustFailurePolicy(t, &failingStore{err: berr}, p, 0, pace.WithObserver(failedFunc(rec.hook)))
 			for _, d := range policyDecisions {
 				if got := d.call(s); !errors.Is(got.err, berr) || got.allowed {
 					t.Errorf("%v: %s with backend error %q = %v; want not allowed, that error", p, d.op, berr, got)
@@ -304,7 +314,7 @@ func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 	ctx := context.Background()
 	var rec hookRecorder
 	backend := &failingStore{err: errBackendDown}
-	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.WithObserver(failedFunc(rec.hook)))
 	for name, call := range map[string]func() (bool, error){
 		"TokenBucket NaN capacity": func() (bool, error) {
 			ok, _, err := s.TokenBucket(ctx, "k", math.NaN(), 1, 1)
@@ -349,7 +359,7 @@ func TestFailurePolicyValidatesBeforeBackend(t *testing.T) {
 
 func TestFailurePolicyCallerCancel(t *testing.T) {
 	var rec hookRecorder
-	s := mustFailurePolicy(t, &hangingStore{}, pace.FailOpen, time.Hour, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, &hangingStore{}, pace.FailOpen, time.Hour, pace.WithObserver(failedFunc(rec.hook)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ok, _, err := s.TokenBucket(ctx, "k", 10, 1, 1)
@@ -371,7 +381,8 @@ func TestFailurePolicyTimeout(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		deadlines := make(chan time.Time, 1)
-		s := mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		backend := &hangingStore{deadlines: deadlines}
+		s := mustFailurePolicy(t, backend, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		start := time.Now()
 		got := make(chan policyDecision, 1)
 		go func() {
@@ -404,23 +415,43 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		// Methods without a policyDecision get the timeout and return its
 		// error (on wrappers of their own: after the failure above, this
 		// one keeps calls off its backend).
-		s = mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
+		s = mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		if _, err := s.Get(context.Background(), "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%v: Get on a hung backend = %v; want context.DeadlineExceeded", p, err)
 		}
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Get reached the backend without a deadline", p)
 		}
-		// Take too: Shared, its caller, has its own fallback.
-		s = mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.OnFailure(rec.hook))
-		if g, err := s.Take(context.Background(), "k", nil); g.OK || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%v: Take on a hung backend = %+v, %v; want not OK, context.DeadlineExceeded", p, g, err)
+		if calls := rec.take(); len(calls) != 0 {
+			t.Errorf("%v: hook calls for Get: %v", p, calls)
+		}
+		// Take is a decision too: the policy decides it, with an admission
+		// that took nothing (the zero Receipt, whose Refund does nothing) or
+		// the fail-closed retry-after (on a wrapper of its own, as Get).
+		backend = &hangingStore{deadlines: deadlines}
+		s = mustFailurePolicy(t, backend, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
+		shape, err := driver.NewShape(5, 5, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.(driver.Taker).Take(context.Background(), "k", []driver.Shape{shape})
+		want := driver.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = driver.Grant{RetryAfter: time.Second}
+		}
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a hung backend = %+v, %v; want %+v, nil", p, g, err, want)
 		}
 		if d := <-deadlines; d.IsZero() {
 			t.Errorf("%v: Take reached the backend without a deadline", p)
 		}
-		if calls := rec.take(); len(calls) != 0 {
-			t.Errorf("%v: hook calls for Get and Take: %v", p, calls)
+		if calls := rec.take(); len(calls) != 1 || calls[0].op != "Take" || !errors.Is(calls[0].err, context.DeadlineExceeded) {
+			t.Errorf("%v: hook calls for Take: %v; want one", p, calls)
+		}
+		backend.err = errors.New("backend: down")
+		n := backend.calls.Load()
+		if err := s.(driver.Taker).Refund(context.Background(), "k", []driver.Shape{shape}, g.Receipt); err != nil || backend.calls.Load() != n {
+			t.Errorf("%v: Refund of the zero Receipt = %v, %d backend calls; want nil, none", p, err, backend.calls.Load()-n)
 		}
 	}
 }
@@ -448,16 +479,10 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		backend := &failingStore{err: errBackendDown}
-		s := mustFailurePolicy(t, backend, p, time.Minute, pace.OnFailure(rec.hook))
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)))
 		_, getErr := s.Get(ctx, "k")
-		g, takeErr := s.Take(ctx, "k", nil)
-		if g != (pace.Grant{}) {
-			t.Errorf("%v: Take on a failing backend = %+v; want the zero Grant", p, g)
-		}
 		for name, err := range map[string]error{
-			"Take":             takeErr,
-			"TakeMany":         s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)),
-			"Refund":           s.Refund(ctx, "k", nil, pace.Receipt{}),
+			"Refund":           s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{At: time.Second}),
 			"ReleaseSlot":      s.ReleaseSlot(ctx, "k"),
 			"RefreshSlot":      s.RefreshSlot(ctx, "k", time.Second),
 			"ReleaseSlotBurst": s.ReleaseSlotBurst(ctx, "k"),
@@ -481,11 +506,57 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 	}
 }
 
+// TestFailurePolicyDecidesTakes: Take and TakeMany are decisions, and a
+// failure of the backend is the policy's to decide, as for TokenBucket:
+// fail-closed refuses with its retry-after, fail-open admits with the zero
+// Receipt (nothing was taken), whose Refund does nothing and never reaches
+// the backend. Before, their errors went back to the caller, which then
+// decided by other means (httplimit asked TokenBucket, another bucket).
+func TestFailurePolicyDecidesTakes(t *testing.T) {
+	ctx := context.Background()
+	shape, err := driver.NewShape(5, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := []driver.Shape{shape}
+	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
+		var rec hookRecorder
+		backend := &failingStore{err: errBackendDown}
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(2*time.Second))
+		want := driver.Grant{OK: true}
+		if p == pace.FailClosed {
+			want = driver.Grant{RetryAfter: 2 * time.Second}
+		}
+		g, err := s.(driver.Taker).Take(ctx, "k", shapes)
+		if g != want || err != nil {
+			t.Errorf("%v: Take on a failing backend = %+v, %v; want %+v, nil", p, g, err, want)
+		}
+		out := make([]driver.Grant, 2)
+		if err := s.(driver.Taker).TakeMany(ctx, []string{"a", "b"}, shapes, out); err != nil || out[0] != want || out[1] != want {
+			t.Errorf("%v: TakeMany on a failing backend = %+v, %v; want %+v twice, nil", p, out, err, want)
+		}
+		if err := s.(driver.Taker).Refund(ctx, "k", shapes, g.Receipt); err != nil {
+			t.Errorf("%v: Refund of the zero Receipt = %v; want nil", p, err)
+		}
+		if n := backend.calls.Load(); n != 1 {
+			t.Errorf("%v: backend calls = %d; want 1 (Take; TakeMany decided without the backend after its failure; not the Refund)", p, n)
+		}
+		calls := rec.take()
+		if len(calls) != 2 || calls[0].op != "Take" || calls[1].op != "TakeMany" || calls[0].allowed != (p == pace.FailOpen) {
+			t.Errorf("%v: hook calls %v; want Take and TakeMany", p, calls)
+		}
+		// Bad input is still an error, even while the backend is down.
+		if _, err := s.(driver.Taker).Take(ctx, "k", nil); !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("%v: Take with no shapes = %v; want ErrInvalidArgument", p, err)
+		}
+	}
+}
+
 func TestFailurePolicyClose(t *testing.T) {
 	ctx := context.Background()
 	var rec hookRecorder
 	backend := &failingStore{err: errBackendDown}
-	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.OnFailure(rec.hook))
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 0, pace.WithObserver(failedFunc(rec.hook)))
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
@@ -504,13 +575,13 @@ func TestFailurePolicyClose(t *testing.T) {
 	if err := s.ReleaseSlot(ctx, "k"); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("ReleaseSlot after Close = %v; want ErrClosed", err)
 	}
-	if _, err := s.Take(ctx, "k", nil); !errors.Is(err, pace.ErrClosed) {
+	if _, err := s.(driver.Taker).Take(ctx, "k", nil); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("Take after Close = %v; want ErrClosed", err)
 	}
-	if err := s.TakeMany(ctx, []string{"k"}, nil, make([]pace.Grant, 1)); !errors.Is(err, pace.ErrClosed) {
+	if err := s.(driver.Taker).TakeMany(ctx, []string{"k"}, nil, make([]driver.Grant, 1)); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("TakeMany after Close = %v; want ErrClosed", err)
 	}
-	if err := s.Refund(ctx, "k", nil, pace.Receipt{}); !errors.Is(err, pace.ErrClosed) {
+	if err := s.(driver.Taker).Refund(ctx, "k", nil, driver.Receipt{}); !errors.Is(err, pace.ErrClosed) {
 		t.Errorf("Refund after Close = %v; want ErrClosed", err)
 	}
 	if n := backend.calls.Load() - before; n != 0 {
@@ -527,16 +598,16 @@ func TestWithFailurePolicyInvalid(t *testing.T) {
 		s       pace.Store
 		p       pace.FailurePolicy
 		timeout time.Duration
-		opts    []pace.FailureOption
+		opts    []pace.Option
 	}{
 		"nil store":               {nil, pace.FailOpen, 0, nil},
 		"zero policy":             {ok, 0, 0, nil},
 		"unknown policy":          {ok, 3, 0, nil},
 		"negative timeout":        {ok, pace.FailClosed, -time.Second, nil},
-		"zero retryAfter":         {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(0)}},
-		"negative retryAfer":      {ok, pace.FailClosed, 0, []pace.FailureOption{pace.FailClosedRetryAfter(-1)}},
-		"zero probe interval":     {ok, pace.FailOpen, 0, []pace.FailureOption{pace.ProbeInterval(0)}},
-		"negative probe interval": {ok, pace.FailOpen, 0, []pace.FailureOption{pace.ProbeInterval(-time.Second)}},
+		"zero retryAfter":         {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(0)}},
+		"negative retryAfer":      {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(-1)}},
+		"zero probe interval":     {ok, pace.FailOpen, 0, []pace.Option{pace.ProbeInterval(0)}},
+		"negative probe interval": {ok, pace.FailOpen, 0, []pace.Option{pace.ProbeInterval(-time.Second)}},
 	} {
 		s, err := pace.WithFailurePolicy(tc.s, tc.p, tc.timeout, tc.opts...)
 		if s != nil || !errors.Is(err, pace.ErrInvalidArgument) {
@@ -565,12 +636,18 @@ func TestFailurePolicyContract(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) pace.Store {
 			return mustFailurePolicy(t, memory.New(), pace.FailOpen, time.Minute)
 		})
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+			return mustFailurePolicy(t, memory.New(), pace.FailOpen, time.Minute).(storetest.TakeStore)
+		})
 	})
 	t.Run("FailClosedFakeClock", func(t *testing.T) {
 		clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		storetest.Run(t, func(t *testing.T) pace.Store {
 			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0)
-		}, storetest.WithClock(clk.Advance))
+		}, storetest.WithAdvance(clk.Advance))
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+			return mustFailurePolicy(t, memory.New(memory.WithClock(clk.Now)), pace.FailClosed, 0).(storetest.TakeStore)
+		}, storetest.WithAdvance(clk.Advance))
 	})
 }
 
@@ -607,17 +684,13 @@ func BenchmarkWithFailurePolicy(b *testing.B) {
 func ExampleWithFailurePolicy() {
 	// down stands for a Redis or PostgreSQL store whose server is gone.
 	down := &failingStore{err: errBackendDown}
-	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond,
-		pace.OnFailure(func(op string, err error, allowed bool) {
-			fmt.Printf("%s decided allowed=%v without the backend: %v\n", op, allowed, err)
-		}))
+	s, err := pace.WithFailurePolicy(down, pace.FailClosed, 50*time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
 	allowed, retryAfter, err := s.TokenBucket(context.Background(), "client-42", 10, 5, 1)
 	fmt.Println(allowed, retryAfter, err)
 	// Output:
-	// TokenBucket decided allowed=false without the backend: backend: connection refused
 	// false 1s <nil>
 }
 
@@ -680,7 +753,7 @@ func TestFailurePolicyBreaker(t *testing.T) {
 	var rec hookRecorder
 	const interval = 100 * time.Millisecond
 	s := mustFailurePolicy(t, backend, pace.FailOpen, 50*time.Millisecond,
-		pace.ProbeInterval(interval), pace.FailureClock(clk.Now), pace.OnFailure(rec.hook))
+		pace.ProbeInterval(interval), pace.WithClock(clk.Now), pace.WithObserver(failedFunc(rec.hook)))
 	ctx := context.Background()
 	request := func() (allowed bool, releaseErr error) {
 		ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1)

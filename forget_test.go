@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // TestForgetIsNotLostToConcurrentTakes pins a bug: Forget read the slot once
@@ -22,15 +23,15 @@ import (
 // the rounding of the shape); a lost Forget leaves 1000 fewer.
 func TestForgetIsNotLostToConcurrentTakes(t *testing.T) {
 	const capacity, spent = 1 << 20, 1000
-	shape := func(cost float64) pace.Bucket {
-		b, err := pace.NewBucket(capacity, 1, cost) // the fake clock never moves: no refill
+	shape := func(cost float64) driver.Shape {
+		b, err := driver.NewShape(capacity, 1, cost) // the fake clock never moves: no refill
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
 	one, pre := shape(1), shape(spent)
-	tb := pace.NewBuckets(pace.WithClock(newClock().Now))
+	tb := pace.NewBuckets(newClock().Now)
 	n := 20000
 	if testing.Short() {
 		n = 2000

@@ -31,8 +31,8 @@ func NewMemo(s Store, ttl time.Duration) (*Memo, error) {
 	if s == nil {
 		return nil, invalid("nil Store")
 	}
-	if err := validateTTL(ttl); err != nil {
-		return nil, err
+	if ttl < 0 {
+		return nil, invalid("negative ttl %v", ttl)
 	}
 	return &Memo{s: s, ttl: ttl}, nil
 }

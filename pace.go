@@ -3,6 +3,8 @@ package pace
 import (
 	"math"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Pace is a keyed pace: at most N events per second for each key, with a
@@ -14,7 +16,8 @@ import (
 // the event back when the request is then rejected for another reason, so a
 // forger naming someone else's key spends none of its pace. Allow is a
 // Reserve never returned. Full buckets are forgotten: memory is bounded by
-// the keys that took within the last two horizons (one second at N >= 1).
+// the keys that took within the last two refill times of a whole bucket (one
+// second each at N >= 1).
 //
 // The pace is per process: N replicas give a client up to N × the pace (see
 // Shared). A decision takes no lock and writes only its key's 8 bytes. Pace
@@ -22,7 +25,7 @@ import (
 // goroutines. The long story is in docs/pace.md.
 type Pace struct {
 	t   Buckets
-	b   Bucket
+	b   driver.Shape
 	obs Observer
 }
 
@@ -41,20 +44,23 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := newConfig(opts)
+	cfg, err := newConfig(forNew, opts)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pace{b: b, obs: cfg.observer}
-	p.t.init(cfg)
+	p.t.init(cfg.clock)
 	p.t.widen(b)
 	return p, nil
 }
 
 // paceShape returns the bucket of a pace of perSecond events per second: one
 // second of the pace, at least one event. See New for the rules.
-func paceShape(perSecond float64) (Bucket, error) {
+func paceShape(perSecond float64) (driver.Shape, error) {
 	if !finitePositive(perSecond) || perSecond > MaxRate {
-		return Bucket{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
+		return driver.Shape{}, invalid("pace of %v per second is not a positive finite number up to %g", perSecond, float64(MaxRate))
 	}
-	return NewBucket(math.Max(1, perSecond), perSecond, 1)
+	return driver.NewShape(math.Max(1, perSecond), perSecond, 1)
 }
 
 // Reserve debits one event from key's bucket and reports, in the returned
@@ -70,7 +76,7 @@ func (p *Pace) Reserve(key string) Reservation {
 	now := p.t.now()
 	tat, wait, gen, ok := p.t.take(h, p.b, now)
 	if p.obs != nil {
-		p.obs.Reserved(ok)
+		p.obs.Decided(SourceMemory, ok)
 	}
 	if !ok {
 		return Reservation{p: p, key: h, at: now, d: -wait}
@@ -94,9 +100,9 @@ func (p *Pace) Allow(key string) bool {
 // cannot be given back, and is not reported to the Observer.
 func (p *Pace) Debit(key string) bool {
 	now := p.t.now()
-	debt := Bucket{interval: p.b.interval, tolerance: maxTolerance}
+	debt := driver.ShapeOf(p.b.Interval(), driver.MaxTolerance)
 	tat, _, _, ok := p.t.take(p.t.hash(key), debt, now)
-	return ok && time.Duration(tat-now) <= p.b.tolerance
+	return ok && time.Duration(tat-now) <= p.b.Tolerance()
 }
 
 // Peek reports whether one event would fit key's bucket now, without
@@ -121,14 +127,21 @@ func (p *Pace) Len() int { return p.t.Len() }
 // every ceil(1e9/perSecond) nanoseconds, which is the perSecond given to New
 // up to that rounding (never faster; at paces near MaxRate the rounding is
 // large: 3e8 is enforced as 2.5e8).
-func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.interval) }
+func (p *Pace) Rate() float64 { return float64(time.Second) / float64(p.b.Interval()) }
 
 // Burst reports the capacity of each key's bucket in whole events:
 // max(1, rate × 1s), rounded down.
-func (p *Pace) Burst() int { return int(p.b.tolerance / p.b.interval) }
+func (p *Pace) Burst() int { return int(p.b.Tolerance() / p.b.Interval()) }
 
-// Reservation is the outcome of Pace.Reserve: a small value that does not
-// allocate. Its methods are not safe for concurrent use on the same variable.
+// Reservation is the outcome of Pace.Reserve, kept in a variable:
+//
+//	res := p.Reserve(id)
+//	if !res.OK() { tooMany(w, res.RetryAfter()); return }
+//	if !valid(r) { res.Return(); deny(w); return }
+//
+// It is a small value that does not allocate. Its methods are not safe for
+// concurrent use on the same variable, and have pointer receivers (so
+// p.Reserve(id).OK() does not compile: keep the result in a variable).
 //
 // A Reservation must not be copied: go vet's copylocks check reports copies.
 // Return disarms the variable it is called on, not its copies. A second
@@ -179,7 +192,7 @@ func (r *Reservation) Remaining() int {
 // this reservation's to give back. Whatever the order and timing of returns,
 // the events kept never exceed the pace in any window; when another
 // reservation of the same shard was returned out of order since this one was
-// made, a late Return may give back less than exactly (see Bucket.Refund).
+// made, a late Return may give back less than exactly (see driver.Shape.Refund).
 // It never lifts the bucket above full. It does nothing on a refused
 // reservation, on the zero Reservation, or when called a second time on the
 // same variable.
@@ -191,55 +204,6 @@ func (r *Reservation) Return() {
 	r.d = 0
 	p := r.p
 	if p.t.refund(r.key, p.b, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
-		p.obs.Returned()
+		p.obs.Returned(SourceMemory)
 	}
-}
-
-// Observer receives the decisions of a Pace (see WithObserver), for metrics.
-// Its methods are called on the decision path, once per call, and must be
-// fast and safe for concurrent use by multiple goroutines.
-type Observer interface {
-	// Reserved is called once per Reserve or Allow with its outcome.
-	Reserved(ok bool)
-	// Returned is called once per Reservation.Return that gave back (all or
-	// part of) an event.
-	Returned()
-}
-
-// Option configures New and NewBuckets.
-type Option func(*config)
-
-type config struct {
-	clock    func() time.Time
-	observer Observer
-}
-
-func newConfig(opts []Option) config {
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	return c
-}
-
-// WithClock makes the Pace (or Buckets) read time from now instead of the
-// monotonic clock, for tests and simulations. now is called once per decision
-// and must be safe for concurrent use; readings are taken relative to the
-// first one, and clamped to about ±73 years of it. A reading earlier than a
-// previous one is tolerated: on a key that has a row it can only make the
-// decision stricter; a key whose row was dropped (its bucket had refilled by
-// a later reading) is full again. The default reads time.Since of a
-// monotonic epoch, the cheapest reading Go offers. A nil now keeps the
-// default.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) { c.clock = now }
-}
-
-// WithObserver reports every decision of a Pace to o (see package
-// instrument). The default is none, which costs nothing. NewBuckets ignores
-// it.
-func WithObserver(o Observer) Option {
-	return func(c *config) { c.observer = o }
 }

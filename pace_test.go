@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/memory"
 )
 
 var start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -380,5 +382,45 @@ func TestIdleShardsGiveMemoryBack(t *testing.T) {
 	}
 	if p.Len() > 1 {
 		t.Fatalf("Len() = %d after 16 horizons of traffic on one key; want the flood gone", p.Len())
+	}
+}
+
+// TestOptionOutOfPlace: an option given to a constructor it does not serve
+// is an error wrapping ErrInvalidArgument, never ignored.
+func TestOptionOutOfPlace(t *testing.T) {
+	fb, err := pace.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memory.New()
+	for name, opt := range map[string]pace.Option{
+		"WithQuota":            pace.WithQuota(10, time.Minute),
+		"WithFallback":         pace.WithFallback(fb, time.Second),
+		"WithRoundTrips":       pace.WithRoundTrips(2),
+		"FailClosedRetryAfter": pace.FailClosedRetryAfter(time.Second),
+	} {
+		if p, err := pace.New(1, opt); p != nil || !errors.Is(err, pace.ErrInvalidArgument) || !strings.Contains(err.Error(), name) {
+			t.Errorf("New(1, %s) = %v, %v; want nil and an error naming %s, wrapping ErrInvalidArgument", name, p, err, name)
+		}
+	}
+	if _, err := pace.NewShared(s, 1, pace.FailClosedRetryAfter(time.Second)); !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Errorf("NewShared(FailClosedRetryAfter) = %v; want ErrInvalidArgument", err)
+	}
+	for _, opt := range []pace.Option{pace.WithQuota(10, time.Minute), pace.WithFallback(fb, time.Second), pace.WithRoundTrips(2)} {
+		if _, err := pace.WithFailurePolicy(s, pace.FailOpen, 0, opt); !errors.Is(err, pace.ErrInvalidArgument) {
+			t.Errorf("WithFailurePolicy(a Shared option) = %v; want ErrInvalidArgument", err)
+		}
+	}
+	// The options that serve all three are accepted by each.
+	for _, opt := range []pace.Option{pace.WithClock(time.Now), pace.WithObserver(nil), nil} {
+		if _, err := pace.New(1, opt); err != nil {
+			t.Errorf("New(a shared option) = %v", err)
+		}
+		if _, err := pace.NewShared(s, 1, opt); err != nil {
+			t.Errorf("NewShared(a shared option) = %v", err)
+		}
+		if _, err := pace.WithFailurePolicy(s, pace.FailOpen, 0, opt); err != nil {
+			t.Errorf("WithFailurePolicy(a shared option) = %v", err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 )
 
@@ -21,9 +22,9 @@ var reclaimFlood = flag.Int("flood", 20_000, "keys in the floods of the reclamat
 func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *fakeclock.Clock) {
 	t.Helper()
 	c := newClock()
-	tb := pace.NewBuckets(pace.WithClock(c.Now))
+	tb := pace.NewBuckets(c.Now)
 	if long {
-		slow, err := pace.NewBucket(100, 1.0/3600, 1)
+		slow, err := driver.NewShape(100, 1.0/3600, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +32,7 @@ func floodAfterLongShape(t *testing.T, n int, long bool) (*pace.Buckets, *fakecl
 			t.Fatal("the first take of a new key was refused")
 		}
 	}
-	second, err := pace.NewBucket(1, 1, 1)
+	second, err := driver.NewShape(1, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestLongShapeDoesNotStopReclamation(t *testing.T) {
 	flood := *reclaimFlood
 	for _, long := range []bool{false, true} {
 		tb, c := floodAfterLongShape(t, flood, long)
-		light, err := pace.NewBucket(1, 1, 1)
+		light, err := driver.NewShape(1, 1, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // kept is an independent check of the promise "never over pace": it knows
@@ -221,16 +222,16 @@ func copyOf(r *pace.Reservation) *pace.Reservation {
 // TestZeroBucketRefuses: the zero Bucket admits nothing, through Take and
 // through a table.
 func TestZeroBucketRefuses(t *testing.T) {
-	var z pace.Bucket
+	var z driver.Shape
 	if _, wait, ok := z.Take(0, 0); ok || wait <= 0 {
 		t.Fatalf("Bucket{}.Take = %v, %v; want refused with a wait", ok, wait)
 	}
 	if n := z.Remaining(0, 0); n != 0 {
 		t.Fatalf("Bucket{}.Remaining = %d; want 0", n)
 	}
-	tab := pace.NewBuckets()
+	tab := pace.NewBuckets(nil)
 	for range 1000 {
-		if ok, _ := tab.Take("k", pace.Bucket{}); ok {
+		if ok, _ := tab.Take("k", driver.Shape{}); ok {
 			t.Fatal("Buckets.Take with the zero Bucket admitted")
 		}
 	}

@@ -3,13 +3,14 @@ package pace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Shared is Pace's keyed pace kept in a Store, so that every process using
 // the same store shares one pace per key: N replicas behind a balancer give a
-// client the pace once, not N times. WithLimit adds limits on the same key,
+// client the pace once, not N times. WithQuota adds limits on the same key,
 // taken all or nothing in one atomic step at the store, whose clock is the
 // time of every decision.
 //
@@ -22,10 +23,10 @@ import (
 // Shared must be created with NewShared. It is safe for concurrent use by
 // multiple goroutines. The long story is in docs/replicas.md.
 type Shared struct {
-	s      Store
-	shapes []Bucket
+	s      driver.Taker
+	shapes []driver.Shape
 	local  Buckets // the local tier: refusals remembered until their retry-after
-	obs    SharedObserver
+	obs    Observer
 
 	fb        *Pace
 	fbTimeout time.Duration
@@ -34,162 +35,10 @@ type Shared struct {
 	rt batcher
 }
 
-// defaultRoundTrips is the round trips in flight of a Shared without
-// WithRoundTrips.
-const defaultRoundTrips = 2
-
-// SharedOption configures NewShared.
-type SharedOption func(*sharedConfig)
-
-type sharedConfig struct {
-	shapes     []Bucket
-	fb         *Pace
-	fbTimeout  time.Duration
-	fbSet      bool
-	observer   SharedObserver
-	clock      func() time.Time
-	roundTrips int
-	err        error
-}
-
-// WithLimit adds to every key a limit of n events per period, with a bucket
-// of max(1, n) events refilled continuously at n per period: WithLimit(1000,
-// time.Hour) beside a pace of 20 per second admits bursts of 20 and at most
-// 1000 in any hour (plus one hour's refill per hour of course). A take must
-// fit every limit, and a refusal by one debits none. n must be a positive
-// finite number and period above zero, and the shape valid for NewBucket;
-// with the pace, at most MaxShapes limits in all. Otherwise NewShared
-// returns an error wrapping ErrInvalidArgument.
-func WithLimit(n float64, period time.Duration) SharedOption {
-	return func(c *sharedConfig) {
-		if !finitePositive(n) || period <= 0 {
-			c.fail(invalid("limit of %v per %v is not a positive finite number per positive period", n, period))
-			return
-		}
-		b, err := NewBucket(max(1, n), n/period.Seconds(), 1)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		c.shapes = append(c.shapes, b)
-	}
-}
-
-// WithFallback makes decisions go to fb, a per-replica Pace (declared at the
-// replica's share of the pace: pace.New(rate/replicas)), while the store
-// fails. Each round trip is then bounded by timeout; one that errors or
-// times out sends the decisions it carried, and every decision for the next
-// timeout, to fb. After that, the next decision starts one probe of the
-// store in the background (a Get of a key nothing sets, bounded by timeout)
-// and is itself still decided by fb, as are the others until the store has
-// answered the probe: no caller waits for a store that is down, and
-// decisions go back to the store within about one timeout of its return.
-// fb applies only the pace of NewShared, not the limits of WithLimit. A
-// reservation made by fb is returned to fb. Errors that a fallback cannot
-// mend are still returned: invalid arguments, a closed store, the caller's
-// own context ending. Choose timeout below the callers' deadlines: a round
-// trip cut short by its caller's deadline ends as that caller's error, not
-// as a store timeout, so a hanging store reaches fb only through round
-// trips that outlive timeout. fb must not be nil and timeout must be above
-// zero, else NewShared returns an error wrapping ErrInvalidArgument. The
-// default is no fallback: store errors are returned. What the timeout
-// assumes of the store's client is in docs/replicas.md.
-func WithFallback(fb *Pace, timeout time.Duration) SharedOption {
-	return func(c *sharedConfig) {
-		if fb == nil || timeout <= 0 {
-			c.fail(invalid("fallback needs a Pace and a timeout above zero (got timeout %v)", timeout))
-			return
-		}
-		c.fb, c.fbTimeout, c.fbSet = fb, timeout, true
-	}
-}
-
-// WithRoundTrips sets how many round trips to the store one Shared keeps in
-// flight at once. A decision that finds fewer than n in flight goes at once,
-// alone; the others queue, and the queue goes whole as the next round trip
-// as soon as one ends. The default, 2, keeps the store busy while a round
-// trip's results are delivered and the next is gathered; 1 gives the
-// largest batches, more can help a store whose server has cores to spare (a
-// PostgreSQL pool, say). n must be at least 1, else NewShared returns an
-// error wrapping ErrInvalidArgument.
-func WithRoundTrips(n int) SharedOption {
-	return func(c *sharedConfig) {
-		if n < 1 {
-			c.fail(invalid("round trips in flight %d < 1", n))
-			return
-		}
-		c.roundTrips = n
-	}
-}
-
-// WithSharedObserver reports the decisions, round trips and returns of a
-// Shared to o (see package instrument). The default is none.
-func WithSharedObserver(o SharedObserver) SharedOption {
-	return func(c *sharedConfig) { c.observer = o }
-}
-
-// WithSharedClock makes the local tier and the fallback's retry timing read
-// time from now instead of the monotonic clock, as WithClock does for Pace.
-// Decisions on the store still take the store's time. A nil now keeps the
-// default.
-func WithSharedClock(now func() time.Time) SharedOption {
-	return func(c *sharedConfig) { c.clock = now }
-}
-
-func (c *sharedConfig) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
-}
-
-// SharedPath says which tier decided a SharedReservation.
-type SharedPath uint8
-
-const (
-	// PathStore is a decision the store made.
-	PathStore SharedPath = iota + 1
-	// PathLocal is a refusal the local tier made, for a key the store had
-	// refused (or emptied) and whose retry-after had not passed.
-	PathLocal
-	// PathFallback is a decision the fallback Pace made while the store
-	// failed (see WithFallback).
-	PathFallback
-)
-
-// String returns "store", "local" or "fallback" (a description of an invalid
-// value otherwise): the values of instrument's path label.
-func (p SharedPath) String() string {
-	switch p {
-	case PathStore:
-		return "store"
-	case PathLocal:
-		return "local"
-	case PathFallback:
-		return "fallback"
-	}
-	return fmt.Sprintf("SharedPath(%d)", uint8(p))
-}
-
-// SharedObserver receives what a Shared does (see WithSharedObserver), for
-// metrics. Its methods are called on the decision path and must be fast and
-// safe for concurrent use by multiple goroutines.
-type SharedObserver interface {
-	// Decided is called once per decision with the tier that made it and
-	// its outcome: once per Reserve or Allow that did not fail.
-	Decided(path SharedPath, ok bool)
-	// RoundTrip is called once per round trip to the store (successful or
-	// not) with the number of decisions it carried.
-	RoundTrip(decisions int)
-	// Returned is called once per SharedReservation.Return that gave back
-	// an admitted reservation (or tried to: a store error counts too), with
-	// the tier that had admitted it.
-	Returned(path SharedPath)
-}
-
 // NewShared returns a Shared keeping a pace of perSecond events per second
 // per key, with a bucket of one second of it (as New), in s, shared by every
-// process that uses the same store. Options add limits (WithLimit), a
-// fallback (WithFallback) and metrics (WithSharedObserver).
+// process that uses the same store. Options add quotas (WithQuota), a
+// fallback (WithFallback) and metrics (WithObserver).
 //
 // The store keeps one arrival time per limit and key, by position: every
 // Shared deciding the same keys in one store (every replica) must have the
@@ -199,7 +48,7 @@ type SharedObserver interface {
 // perSecond must be a positive finite number no larger than MaxRate; s must
 // not be nil; invalid options are reported too. The error then wraps
 // ErrInvalidArgument.
-func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error) {
+func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, error) {
 	if s == nil {
 		return nil, invalid("nil store")
 	}
@@ -207,21 +56,16 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 	if err != nil {
 		return nil, err
 	}
-	cfg := sharedConfig{roundTrips: defaultRoundTrips}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	cfg, err := newConfig(forShared, opts)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	if n := 1 + len(cfg.shapes); n > MaxShapes {
-		return nil, invalid("%d limits exceed MaxShapes (%d)", n, MaxShapes)
+	if n := 1 + len(cfg.quotas); n > driver.MaxShapes {
+		return nil, invalid("%d limits exceed MaxShapes (%d)", n, driver.MaxShapes)
 	}
 	p := &Shared{
 		s:         s,
-		shapes:    append([]Bucket{first}, cfg.shapes...),
+		shapes:    append([]driver.Shape{first}, cfg.quotas...),
 		obs:       cfg.observer,
 		fb:        cfg.fb,
 		fbTimeout: cfg.fbTimeout,
@@ -233,12 +77,12 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 			bound:    p.fbTimeout,
 			now:      p.local.now,
 			probe: func(ctx context.Context) error {
-				_, err := s.Get(ctx, probeKey)
+				_, err := s.Take(ctx, probeKey, p.shapes)
 				return err
 			},
 		}
 	}
-	p.local.init(config{clock: cfg.clock})
+	p.local.init(cfg.clock)
 	for _, b := range p.shapes {
 		// A refusal waits at most one interval of the shape that refused,
 		// so every row expires within the longest tolerance: the horizon,
@@ -252,7 +96,7 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // nothing, and reports in the returned SharedReservation whether it fitted,
 // and if not when it will. A refused reservation debits nothing.
 //
-// key must be non-empty and at most MaxKeyLen bytes, else the error wraps
+// key must be non-empty and at most driver.MaxKeyLen bytes, else the error wraps
 // ErrInvalidArgument (and never contains the key). A store error is returned
 // as it is, unless WithFallback was given, in which case the fallback
 // decides. When ctx ends before the decision, Reserve returns at once with
@@ -264,14 +108,14 @@ func NewShared(s Store, perSecond float64, opts ...SharedOption) (*Shared, error
 // decision went alone, or one of those it carried); the others of that
 // round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return SharedReservation{}, err
 	}
 	h := p.local.hash(key)
 	now := p.local.now()
 	if wait, refused := p.held(h, now); refused {
-		p.decided(PathLocal, false)
-		return SharedReservation{p: p, dec: decision{d: -wait, via: PathLocal}}, nil
+		p.decided(SourceHeld, false)
+		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
 	}
 	if p.brk != nil && !p.brk.closed() {
 		return SharedReservation{p: p, key: key, dec: p.fallback(key)}, nil
@@ -291,8 +135,8 @@ func (p *Shared) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 // Shapes returns a copy of the limits every key has, the pace of NewShared
-// first, then those of WithLimit in order: for RateLimit-Policy headers.
-func (p *Shared) Shapes() []Bucket { return append([]Bucket(nil), p.shapes...) }
+// first, then those of WithQuota in order: for RateLimit-Policy headers.
+func (p *Shared) Shapes() []driver.Shape { return append([]driver.Shape(nil), p.shapes...) }
 
 // Len reports the rows of the local tier: keys refused within the last
 // horizon whose refusal had not expired when last looked at.
@@ -318,10 +162,10 @@ type decision struct {
 	// d = 0: the zero value, or one already returned.
 	d    int64
 	left int // whole events left after the decision
-	via  SharedPath
+	via  Source
 	// r is the store's receipt; for the fallback, At and Gen are the
 	// fallback's clock reading and reorder count at its take.
-	r Receipt
+	r driver.Receipt
 }
 
 // OK reports whether the event was admitted (and debited).
@@ -345,9 +189,9 @@ func (r *SharedReservation) Remaining() int {
 	return r.dec.left
 }
 
-// Path reports which tier decided: PathStore, PathLocal or PathFallback (0
+// Source reports what decided: SourceStore, SourceHeld or SourceFallback (0
 // for the zero SharedReservation).
-func (r *SharedReservation) Path() SharedPath { return r.dec.via }
+func (r *SharedReservation) Source() Source { return r.dec.via }
 
 // Return gives the reserved event back to where it was taken, as
 // Reservation.Return does: all of it at once, later only the part not yet
@@ -368,7 +212,7 @@ func (r *SharedReservation) Return(ctx context.Context) error {
 	if p.obs != nil {
 		p.obs.Returned(r.dec.via)
 	}
-	if r.dec.via == PathFallback {
+	if r.dec.via == SourceFallback {
 		fb := p.fb
 		fr := Reservation{p: fb, key: fb.t.hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
 		fr.Return()
@@ -384,7 +228,7 @@ func (r *SharedReservation) Return(ctx context.Context) error {
 // heldShape is the bucket through which the local tier reads a row: a row's
 // value is the local clock reading until which its key is refused, and this
 // shape refuses exactly while that is after now, with that wait.
-var heldShape = Bucket{interval: 1, tolerance: 1}
+var heldShape = driver.ShapeOf(1, 1)
 
 // held reports whether the local tier refuses the key hashed to h at now,
 // and for how long.
@@ -404,22 +248,22 @@ func (p *Shared) hold(h uint64, now, wait int64) {
 	if wait <= 0 {
 		return
 	}
-	b := Bucket{interval: time.Duration(wait), tolerance: time.Duration(wait)}
+	b := driver.ShapeOf(time.Duration(wait), time.Duration(wait))
 	p.local.widen(b) // a wait beyond the shapes' (a fail-closed policy's, say)
 	p.local.take(h, b, now)
 }
 
 // nextFit returns the time after an admission at which the next take of its
 // key fits every shape, from its receipt: 0 when one fits at once.
-func (p *Shared) nextFit(r *Receipt) int64 {
+func (p *Shared) nextFit(r *driver.Receipt) int64 {
 	w := time.Duration(0)
 	for i, b := range p.shapes {
-		w = max(w, r.Reserved[i]+b.interval-b.tolerance-r.At)
+		w = max(w, r.Reserved[i]+b.Interval()-b.Tolerance()-r.At)
 	}
 	return int64(w)
 }
 
-func (p *Shared) decided(path SharedPath, ok bool) {
+func (p *Shared) decided(path Source, ok bool) {
 	if p.obs != nil {
 		p.obs.Decided(path, ok)
 	}
@@ -429,11 +273,11 @@ func (p *Shared) decided(path SharedPath, ok bool) {
 func (p *Shared) fallback(key string) decision {
 	fb := p.fb
 	r := fb.Reserve(key)
-	dec := decision{d: r.d, via: PathFallback, r: Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	dec := decision{d: r.d, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
 	if r.d > 0 {
 		dec.left = fb.b.Remaining(time.Duration(r.d), 0)
 	}
-	p.decided(PathFallback, r.d > 0)
+	p.decided(SourceFallback, r.d > 0)
 	return dec
 }
 
@@ -458,8 +302,8 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 			continue
 		}
 		if wait, refused := p.held(c.h, now); refused {
-			p.decided(PathLocal, false)
-			c.deliver(decision{d: -wait, via: PathLocal}, nil)
+			p.decided(SourceHeld, false)
+			c.deliver(decision{d: -wait, via: SourceHeld}, nil)
 			continue
 		}
 		if failing {
@@ -479,7 +323,7 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 		b.keys = append(b.keys, c.key)
 	}
 	if cap(b.out) < n {
-		b.out = make([]Grant, n)
+		b.out = make([]driver.Grant, n)
 	}
 	b.out = b.out[:n]
 	err := p.take(ctx, b)
@@ -537,14 +381,14 @@ func (p *Shared) take(ctx context.Context, b *batch) error {
 // after a refusal, and after an admission that left no event, until the
 // next one fits. The wait counts from now, before the round trip, so the
 // local tier never refuses longer than the store would.
-func (p *Shared) record(h uint64, g *Grant, now int64) decision {
+func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
 	if !g.OK {
 		wait := int64(g.RetryAfter)
 		p.hold(h, now, wait)
-		p.decided(PathStore, false)
-		return decision{d: -wait, via: PathStore}
+		p.decided(SourceStore, false)
+		return decision{d: -wait, via: SourceStore}
 	}
 	p.hold(h, now, p.nextFit(&g.Receipt))
-	p.decided(PathStore, true)
-	return decision{d: 1, left: g.Remaining, via: PathStore, r: g.Receipt}
+	p.decided(SourceStore, true)
+	return decision{d: 1, left: g.Remaining, via: SourceStore, r: g.Receipt}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
@@ -119,7 +120,7 @@ type tookThenCut struct {
 	entered, reply chan struct{}
 }
 
-func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.Store.TakeMany(ctx, keys, shapes, out); err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func TestSharedLeaderGivesUpAfterTheStoreTook(t *testing.T) {
 	// The first round trip (a single Take) is held in flight, so that the
 	// leader and the follower queue and then go together.
 	s2 := &holdFirstTake{tookThenCut: s, entered: make(chan struct{}), release: make(chan struct{})}
-	p, err := pace.NewShared(s2, 1, pace.WithSharedClock(clk.Now), pace.WithRoundTrips(1))
+	p, err := pace.NewShared(s2, 1, pace.WithClock(clk.Now), pace.WithRoundTrips(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ type holdFirstTake struct {
 	entered, release chan struct{}
 }
 
-func (s *holdFirstTake) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *holdFirstTake) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.once.CompareAndSwap(false, true) {
 		close(s.entered)
 		<-s.release
@@ -214,14 +215,14 @@ type panicky struct {
 	armed atomic.Bool
 }
 
-func (s *panicky) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *panicky) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.armed.Load() {
 		panic("store bug")
 	}
 	return s.spy.Take(ctx, key, shapes)
 }
 
-func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if s.armed.Load() {
 		panic("store bug")
 	}
@@ -236,7 +237,7 @@ func (s *panicky) TakeMany(ctx context.Context, keys []string, shapes []pace.Buc
 func TestSharedSurvivesAStorePanic(t *testing.T) {
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
-	p, err := pace.NewShared(s, 100, pace.WithSharedClock(c.Now))
+	p, err := pace.NewShared(s, 100, pace.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestSharedSurvivesAStorePanic(t *testing.T) {
 func TestSharedStorePanicEndsTheBatch(t *testing.T) {
 	c := newClock()
 	s := &panicky{spy: newSpy(c.Now)}
-	p, _ := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithRoundTrips(1))
+	p, _ := pace.NewShared(s, 100, pace.WithClock(c.Now), pace.WithRoundTrips(1))
 	entered, release := holdFirstRoundTrip(s.spy)
 	go p.Reserve(bg, "first")
 	<-entered
@@ -325,7 +326,7 @@ func TestSharedFallbackWithTwoRoundTripsInFlight(t *testing.T) {
 	s := newSpy(c.Now)
 	fb, _ := pace.New(50, pace.WithClock(c.Now))
 	const timeout = 30 * time.Millisecond
-	p, err := pace.NewShared(s, 100, pace.WithSharedClock(c.Now), pace.WithFallback(fb, timeout))
+	p, err := pace.NewShared(s, 100, pace.WithClock(c.Now), pace.WithFallback(fb, timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,32 +341,32 @@ func TestSharedFallbackWithTwoRoundTripsInFlight(t *testing.T) {
 		return nil
 	}
 	s.Hook.Store(&hook)
-	hung := make(chan pace.SharedPath, 1)
+	hung := make(chan pace.Source, 1)
 	go func() {
 		r, err := p.Reserve(bg, "a")
 		if err != nil || !r.OK() {
 			t.Errorf("the hanging decision = %v, %v; want admitted", r.OK(), err)
 		}
-		hung <- r.Path()
+		hung <- r.Source()
 	}()
 	<-hungIn
-	if r, err := p.Reserve(bg, "b"); err != nil || !r.OK() || r.Path() != pace.PathStore {
-		t.Fatalf("a decision beside the hanging round trip = %v %v %v; want admitted by the store", r.OK(), r.Path(), err)
+	if r, err := p.Reserve(bg, "b"); err != nil || !r.OK() || r.Source() != pace.SourceStore {
+		t.Fatalf("a decision beside the hanging round trip = %v %v %v; want admitted by the store", r.OK(), r.Source(), err)
 	}
-	if path := <-hung; path != pace.PathFallback {
+	if path := <-hung; path != pace.SourceFallback {
 		t.Fatalf("the hanging decision went to %v; want the fallback", path)
 	}
-	if r, err := p.Reserve(bg, "c"); err != nil || r.Path() != pace.PathFallback {
-		t.Fatalf("a decision right after the timeout = %v, %v; want the fallback", r.Path(), err)
+	if r, err := p.Reserve(bg, "c"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("a decision right after the timeout = %v, %v; want the fallback", r.Source(), err)
 	}
 	c.Advance(timeout)
-	if r, err := p.Reserve(bg, "probe"); err != nil || r.Path() != pace.PathFallback {
-		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Path(), err)
+	if r, err := p.Reserve(bg, "probe"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Source(), err)
 	}
 	pace.WaitProbes(p)
 	for i := range 3 {
-		if r, err := p.Reserve(bg, "d"); err != nil || !r.OK() || r.Path() != pace.PathStore {
-			t.Fatalf("decision %d once the store answers the probe = %v %v %v; want the store", i, r.OK(), r.Path(), err)
+		if r, err := p.Reserve(bg, "d"); err != nil || !r.OK() || r.Source() != pace.SourceStore {
+			t.Fatalf("decision %d once the store answers the probe = %v %v %v; want the store", i, r.OK(), r.Source(), err)
 		}
 	}
 	if in, carried := pace.RoundTripsUnderWay(p); in != 0 || carried != 0 {
@@ -382,7 +383,7 @@ func TestSharedFallbackChurn(t *testing.T) {
 	s := newSpy(c.Now)
 	fb, _ := pace.New(1e4, pace.WithClock(c.Now))
 	const timeout = 10 * time.Millisecond
-	p, _ := pace.NewShared(s, 1e4, pace.WithSharedClock(c.Now), pace.WithFallback(fb, timeout))
+	p, _ := pace.NewShared(s, 1e4, pace.WithClock(c.Now), pace.WithFallback(fb, timeout))
 	var calls, healthy atomic.Int64
 	hook := func(ctx context.Context, keys int) error {
 		n := calls.Add(1)
@@ -412,8 +413,8 @@ func TestSharedFallbackChurn(t *testing.T) {
 	c.Advance(timeout)
 	p.Reserve(bg, "probe") // starts the probe, unless one closed the breaker already
 	pace.WaitProbes(p)
-	if r, err := p.Reserve(bg, "z"); err != nil || r.Path() != pace.PathStore {
-		t.Fatalf("after the store recovered: %v, %v; want the store", r.Path(), err)
+	if r, err := p.Reserve(bg, "z"); err != nil || r.Source() != pace.SourceStore {
+		t.Fatalf("after the store recovered: %v, %v; want the store", r.Source(), err)
 	}
 	settled(t, p, base)
 }
@@ -485,8 +486,8 @@ func TestSharedShortDeadlinesBesideAHangingStore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 		r, err := p.Reserve(ctx, fmt.Sprint("k", i))
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || r.Path() == pace.PathFallback {
-			t.Fatalf("decision %d on a hanging store with a deadline below the timeout: path %v, error %v; want the caller's deadline", i, r.Path(), err)
+		if !errors.Is(err, context.DeadlineExceeded) || r.Source() == pace.SourceFallback {
+			t.Fatalf("decision %d on a hanging store with a deadline below the timeout: path %v, error %v; want the caller's deadline", i, r.Source(), err)
 		}
 	}
 }
@@ -502,7 +503,7 @@ type tookThenLate struct {
 	charged map[string]int // guarded by mu
 }
 
-func (s *tookThenLate) charge(keys []string, out []pace.Grant) {
+func (s *tookThenLate) charge(keys []string, out []driver.Grant) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, k := range keys {
@@ -523,16 +524,16 @@ func (s *tookThenLate) reply(ctx context.Context) error {
 	}
 }
 
-func (s *tookThenLate) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *tookThenLate) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	g, err := s.Store.Take(ctx, key, shapes)
 	if err != nil {
 		return g, err
 	}
-	s.charge([]string{key}, []pace.Grant{g})
+	s.charge([]string{key}, []driver.Grant{g})
 	return g, s.reply(ctx)
 }
 
-func (s *tookThenLate) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *tookThenLate) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.Store.TakeMany(ctx, keys, shapes, out); err != nil {
 		return err
 	}

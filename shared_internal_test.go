@@ -21,3 +21,14 @@ func WaitProbes(p *Shared) {
 		p.brk.wait()
 	}
 }
+
+// WaitFailureProbes waits until no probe of s, a Store of
+// WithFailurePolicy, is under way.
+func WaitFailureProbes(s Store) {
+	switch f := s.(type) {
+	case *failureStore:
+		f.brk.wait()
+	case *failureTaker:
+		f.brk.wait()
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/sharedtest"
+	"github.com/ratepace/pace/storetest"
 )
 
 // TestSharedScenarios runs the scenarios that redisstore and pgstore run on
@@ -29,7 +29,7 @@ func TestSharedScenarios(t *testing.T) {
 		return s
 	}
 	b := sharedtest.Backend{
-		Open:  func(_ testing.TB, _, ns string) pace.Store { return store(ns) },
+		Open:  func(_ testing.TB, _, ns string) storetest.TakeStore { return store(ns) },
 		Calls: func(_ testing.TB, _, ns string) int64 { return store(ns).Decisions.Load() },
 	}
 	t.Run("Admitted", func(t *testing.T) { sharedtest.Admitted(t, b, "") })
@@ -46,7 +46,7 @@ func TestSharedScenarios(t *testing.T) {
 		}
 		var opened *spy
 		fb := b
-		fb.Open = func(t testing.TB, config, ns string) pace.Store {
+		fb.Open = func(t testing.TB, config, ns string) storetest.TakeStore {
 			opened = store(ns)
 			opened.Hook.Store(&hook)
 			return opened

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -22,11 +23,11 @@ var bg = context.Background()
 
 // newSharedT returns a Shared of rate per second on a spy store, both on one
 // fake clock (the store's and the local tier's).
-func newSharedT(t testing.TB, rate float64, opts ...pace.SharedOption) (*pace.Shared, *spy, *fakeclock.Clock) {
+func newSharedT(t testing.TB, rate float64, opts ...pace.Option) (*pace.Shared, *spy, *fakeclock.Clock) {
 	t.Helper()
 	c := newClock()
 	s := newSpy(c.Now)
-	p, err := pace.NewShared(s, rate, append([]pace.SharedOption{pace.WithSharedClock(c.Now)}, opts...)...)
+	p, err := pace.NewShared(s, rate, append([]pace.Option{pace.WithClock(c.Now)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewShared(%v) = %v", rate, err)
 	}
@@ -38,14 +39,14 @@ type sharedCounts struct {
 	mu         sync.Mutex
 	decided    map[string]int // "path ok" or "path refused"
 	roundTrips []int
-	returned   map[pace.SharedPath]int
+	returned   map[pace.Source]int
 }
 
 func newSharedCounts() *sharedCounts {
-	return &sharedCounts{decided: map[string]int{}, returned: map[pace.SharedPath]int{}}
+	return &sharedCounts{decided: map[string]int{}, returned: map[pace.Source]int{}}
 }
 
-func (o *sharedCounts) Decided(path pace.SharedPath, ok bool) {
+func (o *sharedCounts) Decided(path pace.Source, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := path.String() + " refused"
@@ -55,13 +56,15 @@ func (o *sharedCounts) Decided(path pace.SharedPath, ok bool) {
 	o.decided[k]++
 }
 
+func (o *sharedCounts) Failed(string, error, bool) {}
+
 func (o *sharedCounts) RoundTrip(n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.roundTrips = append(o.roundTrips, n)
 }
 
-func (o *sharedCounts) Returned(path pace.SharedPath) {
+func (o *sharedCounts) Returned(path pace.Source) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.returned[path]++
@@ -78,24 +81,24 @@ func TestNewSharedRejects(t *testing.T) {
 	fb, _ := pace.New(1)
 	cases := []struct {
 		name string
-		s    pace.Store
+		s    driver.Taker
 		rate float64
-		opts []pace.SharedOption
+		opts []pace.Option
 	}{
 		{"nil store", nil, 1, nil},
 		{"zero rate", s, 0, nil},
 		{"NaN rate", s, math.NaN(), nil},
 		{"infinite rate", s, math.Inf(1), nil},
 		{"rate above MaxRate", s, 2 * pace.MaxRate, nil},
-		{"zero limit", s, 1, []pace.SharedOption{pace.WithLimit(0, time.Hour)}},
-		{"NaN limit", s, 1, []pace.SharedOption{pace.WithLimit(math.NaN(), time.Hour)}},
-		{"zero period", s, 1, []pace.SharedOption{pace.WithLimit(10, 0)}},
-		{"negative period", s, 1, []pace.SharedOption{pace.WithLimit(10, -time.Hour)}},
-		{"limit too slow", s, 1, []pace.SharedOption{pace.WithLimit(1, 100*365*24*time.Hour)}},
-		{"too many limits", s, 1, []pace.SharedOption{pace.WithLimit(10, time.Minute), pace.WithLimit(100, time.Hour), pace.WithLimit(1000, 24*time.Hour), pace.WithLimit(5000, 7*24*time.Hour)}},
-		{"nil fallback", s, 1, []pace.SharedOption{pace.WithFallback(nil, time.Second)}},
-		{"zero fallback timeout", s, 1, []pace.SharedOption{pace.WithFallback(fb, 0)}},
-		{"zero round trips", s, 1, []pace.SharedOption{pace.WithRoundTrips(0)}},
+		{"zero limit", s, 1, []pace.Option{pace.WithQuota(0, time.Hour)}},
+		{"NaN limit", s, 1, []pace.Option{pace.WithQuota(math.NaN(), time.Hour)}},
+		{"zero period", s, 1, []pace.Option{pace.WithQuota(10, 0)}},
+		{"negative period", s, 1, []pace.Option{pace.WithQuota(10, -time.Hour)}},
+		{"limit too slow", s, 1, []pace.Option{pace.WithQuota(1, 100*365*24*time.Hour)}},
+		{"too many limits", s, 1, []pace.Option{pace.WithQuota(10, time.Minute), pace.WithQuota(100, time.Hour), pace.WithQuota(1000, 24*time.Hour), pace.WithQuota(5000, 7*24*time.Hour)}},
+		{"nil fallback", s, 1, []pace.Option{pace.WithFallback(nil, time.Second)}},
+		{"zero fallback timeout", s, 1, []pace.Option{pace.WithFallback(fb, 0)}},
+		{"zero round trips", s, 1, []pace.Option{pace.WithRoundTrips(0)}},
 	}
 	for _, c := range cases {
 		p, err := pace.NewShared(c.s, c.rate, c.opts...)
@@ -103,7 +106,7 @@ func TestNewSharedRejects(t *testing.T) {
 			t.Errorf("%s: NewShared = %v, %v; want nil, ErrInvalidArgument", c.name, p, err)
 		}
 	}
-	p, err := pace.NewShared(s, 20, pace.WithLimit(1000, time.Hour), pace.WithLimit(10000, 24*time.Hour),
+	p, err := pace.NewShared(s, 20, pace.WithQuota(1000, time.Hour), pace.WithQuota(10000, 24*time.Hour),
 		pace.WithFallback(fb, time.Second), pace.WithRoundTrips(4), nil)
 	if err != nil {
 		t.Fatalf("NewShared with MaxShapes limits = %v", err)
@@ -117,7 +120,7 @@ func TestNewSharedRejects(t *testing.T) {
 // nothing at the store.
 func TestSharedKeys(t *testing.T) {
 	p, s, _ := newSharedT(t, 1)
-	for _, key := range []string{"", "secret-client-id" + strings.Repeat("x", pace.MaxKeyLen)} {
+	for _, key := range []string{"", "secret-client-id" + strings.Repeat("x", driver.MaxKeyLen)} {
 		r, err := p.Reserve(bg, key)
 		if !errors.Is(err, pace.ErrInvalidArgument) || r.OK() {
 			t.Fatalf("Reserve(%d-byte key) = %v, %v; want refused, ErrInvalidArgument", len(key), r.OK(), err)
@@ -142,36 +145,36 @@ func TestSharedKeys(t *testing.T) {
 // for Pace: the same answers, now from the store and the local tier.
 func TestSharedStepScript(t *testing.T) {
 	o := newSharedCounts()
-	p, s, c := newSharedT(t, 4, pace.WithSharedObserver(o)) // capacity 4, one event every 250 ms
+	p, s, c := newSharedT(t, 4, pace.WithObserver(o)) // capacity 4, one event every 250 ms
 	steps := []struct {
 		at        time.Duration
 		ok        bool
 		remaining int
 		retry     time.Duration
-		path      pace.SharedPath
+		path      pace.Source
 	}{
-		{0, true, 3, 0, pace.PathStore},
-		{0, true, 2, 0, pace.PathStore},
-		{0, true, 1, 0, pace.PathStore},
-		{0, true, 0, 0, pace.PathStore},
+		{0, true, 3, 0, pace.SourceStore},
+		{0, true, 2, 0, pace.SourceStore},
+		{0, true, 1, 0, pace.SourceStore},
+		{0, true, 0, 0, pace.SourceStore},
 		// The last admission left nothing: the local tier knows until when.
-		{0, false, 0, 250 * time.Millisecond, pace.PathLocal},
-		{100 * time.Millisecond, false, 0, 150 * time.Millisecond, pace.PathLocal},
-		{250 * time.Millisecond, true, 0, 0, pace.PathStore},
-		{1250 * time.Millisecond, true, 3, 0, pace.PathStore},
+		{0, false, 0, 250 * time.Millisecond, pace.SourceHeld},
+		{100 * time.Millisecond, false, 0, 150 * time.Millisecond, pace.SourceHeld},
+		{250 * time.Millisecond, true, 0, 0, pace.SourceStore},
+		{1250 * time.Millisecond, true, 3, 0, pace.SourceStore},
 	}
 	for i, st := range steps {
 		c.Set(start.Add(st.at))
 		r, err := p.Reserve(bg, "k")
-		if err != nil || r.OK() != st.ok || r.Remaining() != st.remaining || r.RetryAfter() != st.retry || r.Path() != st.path {
+		if err != nil || r.OK() != st.ok || r.Remaining() != st.remaining || r.RetryAfter() != st.retry || r.Source() != st.path {
 			t.Fatalf("step %d at %v: Reserve = ok %v, %d left, retry %v, %v, err %v; want ok %v, %d left, retry %v, %v",
-				i, st.at, r.OK(), r.Remaining(), r.RetryAfter(), r.Path(), err, st.ok, st.remaining, st.retry, st.path)
+				i, st.at, r.OK(), r.Remaining(), r.RetryAfter(), r.Source(), err, st.ok, st.remaining, st.retry, st.path)
 		}
 	}
 	if n := s.RoundTrips.Load(); n != 6 {
 		t.Fatalf("%d round trips; want 6 (the local tier answered twice)", n)
 	}
-	if got := o.get("local refused"); got != 2 {
+	if got := o.get("held refused"); got != 2 {
 		t.Fatalf("observer counted %d local refusals; want 2", got)
 	}
 	if got := o.get("store ok"); got != 6 {
@@ -185,8 +188,8 @@ func TestSharedStepScript(t *testing.T) {
 func TestSharedRefusalIsRemembered(t *testing.T) {
 	c := newClock()
 	s := newSpy(c.Now)
-	a, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
-	b, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
+	a, _ := pace.NewShared(s, 2, pace.WithClock(c.Now))
+	b, _ := pace.NewShared(s, 2, pace.WithClock(c.Now))
 	for range 2 {
 		if ok, _ := a.Allow(bg, "k"); !ok {
 			t.Fatal("a fresh key of 2/s refused")
@@ -194,15 +197,15 @@ func TestSharedRefusalIsRemembered(t *testing.T) {
 	}
 	c.Advance(100 * time.Millisecond)
 	r, _ := b.Reserve(bg, "k")
-	if r.OK() || r.Path() != pace.PathStore || r.RetryAfter() != 400*time.Millisecond {
-		t.Fatalf("b's first Reserve = %v %v %v; want refused by the store, retry after 400ms", r.OK(), r.Path(), r.RetryAfter())
+	if r.OK() || r.Source() != pace.SourceStore || r.RetryAfter() != 400*time.Millisecond {
+		t.Fatalf("b's first Reserve = %v %v %v; want refused by the store, retry after 400ms", r.OK(), r.Source(), r.RetryAfter())
 	}
 	trips := s.RoundTrips.Load()
 	c.Advance(300 * time.Millisecond)
 	for range 1000 {
 		r, _ := b.Reserve(bg, "k")
-		if r.OK() || r.Path() != pace.PathLocal || r.RetryAfter() != 100*time.Millisecond {
-			t.Fatalf("b's Reserve at 400ms = %v %v %v; want refused locally, retry after 100ms", r.OK(), r.Path(), r.RetryAfter())
+		if r.OK() || r.Source() != pace.SourceHeld || r.RetryAfter() != 100*time.Millisecond {
+			t.Fatalf("b's Reserve at 400ms = %v %v %v; want refused locally, retry after 100ms", r.OK(), r.Source(), r.RetryAfter())
 		}
 	}
 	if s.RoundTrips.Load() != trips {
@@ -212,8 +215,8 @@ func TestSharedRefusalIsRemembered(t *testing.T) {
 		t.Fatalf("b.Len() = %d; want 1 row for the refused key", b.Len())
 	}
 	c.Advance(100 * time.Millisecond)
-	if r, _ := b.Reserve(bg, "k"); !r.OK() || r.Path() != pace.PathStore {
-		t.Fatalf("b's Reserve at 500ms = %v %v; want admitted by the store", r.OK(), r.Path())
+	if r, _ := b.Reserve(bg, "k"); !r.OK() || r.Source() != pace.SourceStore {
+		t.Fatalf("b's Reserve at 500ms = %v %v; want admitted by the store", r.OK(), r.Source())
 	}
 	c.Advance(2 * time.Second)
 	b.Allow(bg, "k") // a decision past the horizon sweeps its shard
@@ -227,15 +230,15 @@ func TestSharedRefusalIsRemembered(t *testing.T) {
 // forgets the key's local refusal.
 func TestSharedReturn(t *testing.T) {
 	o := newSharedCounts()
-	p, s, c := newSharedT(t, 2, pace.WithSharedObserver(o))
+	p, s, c := newSharedT(t, 2, pace.WithObserver(o))
 	r1, _ := p.Reserve(bg, "k")
 	r2, _ := p.Reserve(bg, "k")
 	if !r1.OK() || !r2.OK() || r2.Remaining() != 0 {
 		t.Fatal("two events of a 2/s key refused")
 	}
 	r3, _ := p.Reserve(bg, "k")
-	if r3.OK() || r3.Path() != pace.PathLocal {
-		t.Fatalf("third event: %v %v; want refused locally", r3.OK(), r3.Path())
+	if r3.OK() || r3.Source() != pace.SourceHeld {
+		t.Fatalf("third event: %v %v; want refused locally", r3.OK(), r3.Source())
 	}
 	if err := r3.Return(bg); err != nil || s.Refunds.Load() != 0 {
 		t.Fatalf("Return of a refused reservation = %v, %d refunds; want nil, 0", err, s.Refunds.Load())
@@ -252,8 +255,8 @@ func TestSharedReturn(t *testing.T) {
 	}
 	// The local refusal is forgotten: the store decides, and has room for one.
 	r4, _ := p.Reserve(bg, "k")
-	if !r4.OK() || r4.Path() != pace.PathStore || r4.Remaining() != 0 {
-		t.Fatalf("after the return: %v %v %d left; want admitted by the store, 0 left", r4.OK(), r4.Path(), r4.Remaining())
+	if !r4.OK() || r4.Source() != pace.SourceStore || r4.Remaining() != 0 {
+		t.Fatalf("after the return: %v %v %d left; want admitted by the store, 0 left", r4.OK(), r4.Source(), r4.Remaining())
 	}
 	r5, _ := p.Reserve(bg, "k")
 	if r5.OK() || r5.RetryAfter() != 400*time.Millisecond {
@@ -265,8 +268,8 @@ func TestSharedReturn(t *testing.T) {
 	if n := s.Len(); n != 0 {
 		t.Fatalf("store rows after returning every event at once = %d; want 0", n)
 	}
-	if o.returned[pace.PathStore] != 3 {
-		t.Fatalf("observer counted %d returns; want 3", o.returned[pace.PathStore])
+	if o.returned[pace.SourceStore] != 3 {
+		t.Fatalf("observer counted %d returns; want 3", o.returned[pace.SourceStore])
 	}
 }
 
@@ -274,9 +277,9 @@ func TestSharedReturn(t *testing.T) {
 // against a model made of two separate buckets; a refusal by either debits
 // neither.
 func TestSharedShapes(t *testing.T) {
-	p, _, c := newSharedT(t, 5, pace.WithLimit(20, time.Minute))
-	perSec, _ := pace.NewBucket(5, 5, 1)
-	perMin, _ := pace.NewBucket(20, 20.0/60, 1)
+	p, _, c := newSharedT(t, 5, pace.WithQuota(20, time.Minute))
+	perSec, _ := driver.NewShape(5, 5, 1)
+	perMin, _ := driver.NewShape(20, 20.0/60, 1)
 	var tatS, tatM time.Duration
 	admitted := 0
 	for step := range 3001 { // every 40 ms for two minutes
@@ -304,7 +307,7 @@ func TestSharedShapes(t *testing.T) {
 	// A refusal by the minute limit debits not the second's: refused
 	// attempts from many fresh replicas (no local tier) just before the
 	// minute limit's next take leave that take free.
-	q, s, c := newSharedT(t, 5, pace.WithLimit(20, time.Minute))
+	q, s, c := newSharedT(t, 5, pace.WithQuota(20, time.Minute))
 	for i := range 21 { // 5 at once, then one every 200 ms: the minute's 20 and the one it refilled by 3 s
 		c.Set(start.Add(time.Duration(max(i-4, 0)) * 200 * time.Millisecond))
 		if ok, _ := q.Allow(bg, "k"); !ok {
@@ -317,24 +320,24 @@ func TestSharedShapes(t *testing.T) {
 	}
 	c.Set(start.Add(5900 * time.Millisecond))
 	for range 100 {
-		fresh, _ := pace.NewShared(s, 5, pace.WithLimit(20, time.Minute), pace.WithSharedClock(c.Now))
+		fresh, _ := pace.NewShared(s, 5, pace.WithQuota(20, time.Minute), pace.WithClock(c.Now))
 		if ok, _ := fresh.Allow(bg, "k"); ok {
 			t.Fatal("a take the minute limit refuses was admitted")
 		}
 	}
 	c.Set(start.Add(6 * time.Second))
-	fresh, _ := pace.NewShared(s, 5, pace.WithLimit(20, time.Minute), pace.WithSharedClock(c.Now))
+	fresh, _ := pace.NewShared(s, 5, pace.WithQuota(20, time.Minute), pace.WithClock(c.Now))
 	if ok, _ := fresh.Allow(bg, "k"); !ok {
 		t.Fatal("the minute limit's next take refused: the refusals debited the per-second limit")
 	}
 
 	// A refusal by the second limit debits not the minute's.
-	q, s, c = newSharedT(t, 5, pace.WithLimit(20, time.Minute))
+	q, s, c = newSharedT(t, 5, pace.WithQuota(20, time.Minute))
 	for range 5 {
 		q.Allow(bg, "k")
 	}
 	for range 100 {
-		fresh, _ := pace.NewShared(s, 5, pace.WithLimit(20, time.Minute), pace.WithSharedClock(c.Now))
+		fresh, _ := pace.NewShared(s, 5, pace.WithQuota(20, time.Minute), pace.WithClock(c.Now))
 		if ok, _ := fresh.Allow(bg, "k"); ok {
 			t.Fatal("a sixth take within the second admitted")
 		}
@@ -352,7 +355,7 @@ func TestSharedShapes(t *testing.T) {
 // once, alone.
 func TestSharedBatches(t *testing.T) {
 	o := newSharedCounts()
-	p, s, _ := newSharedT(t, 100, pace.WithSharedObserver(o), pace.WithRoundTrips(1))
+	p, s, _ := newSharedT(t, 100, pace.WithObserver(o), pace.WithRoundTrips(1))
 	if ok, _ := p.Allow(bg, "alone"); !ok {
 		t.Fatal("a lone decision refused")
 	}
@@ -399,7 +402,7 @@ func TestSharedBatches(t *testing.T) {
 // the queue goes whole in its place.
 func TestSharedRoundTripsInFlight(t *testing.T) {
 	o := newSharedCounts()
-	p, s, _ := newSharedT(t, 100, pace.WithSharedObserver(o))
+	p, s, _ := newSharedT(t, 100, pace.WithObserver(o))
 	trips := holdRoundTrips(s)
 	var wg sync.WaitGroup
 	decide := func(key string) {
@@ -605,11 +608,11 @@ func TestSharedFallback(t *testing.T) {
 	s := newSpy(c.Now)
 	fb, _ := pace.New(1, pace.WithClock(c.Now)) // one replica of two at 2/s
 	o := newSharedCounts()
-	p, err := pace.NewShared(s, 2, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond), pace.WithSharedObserver(o))
+	p, err := pace.NewShared(s, 2, pace.WithClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond), pace.WithObserver(o))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := pace.NewShared(s, 2, pace.WithSharedClock(c.Now))
+	plain, _ := pace.NewShared(s, 2, pace.WithClock(c.Now))
 
 	var down atomic.Bool
 	var tries atomic.Int64
@@ -627,13 +630,13 @@ func TestSharedFallback(t *testing.T) {
 	}
 	tries.Store(0)
 	r, err := p.Reserve(bg, "k")
-	if err != nil || !r.OK() || r.Path() != pace.PathFallback {
-		t.Fatalf("Reserve on a failing store = %v %v %v; want admitted by the fallback", r.OK(), r.Path(), err)
+	if err != nil || !r.OK() || r.Source() != pace.SourceFallback {
+		t.Fatalf("Reserve on a failing store = %v %v %v; want admitted by the fallback", r.OK(), r.Source(), err)
 	}
 	for range 100 {
 		r, err := p.Reserve(bg, "k")
-		if err != nil || r.OK() || r.Path() != pace.PathFallback || r.RetryAfter() != time.Second {
-			t.Fatalf("Reserve while the store is down = %v %v %v %v; want refused by the fallback, retry after 1s", r.OK(), r.Path(), r.RetryAfter(), err)
+		if err != nil || r.OK() || r.Source() != pace.SourceFallback || r.RetryAfter() != time.Second {
+			t.Fatalf("Reserve while the store is down = %v %v %v %v; want refused by the fallback, retry after 1s", r.OK(), r.Source(), r.RetryAfter(), err)
 		}
 	}
 	if n := tries.Load(); n != 1 {
@@ -641,8 +644,8 @@ func TestSharedFallback(t *testing.T) {
 	}
 	c.Advance(100 * time.Millisecond)
 	for range 2 { // the first starts the probe, in the background
-		if r, err := p.Reserve(bg, "k"); err != nil || r.Path() != pace.PathFallback {
-			t.Fatalf("Reserve one timeout after a failure = %v, %v; want the fallback, not waiting for the probe", r.Path(), err)
+		if r, err := p.Reserve(bg, "k"); err != nil || r.Source() != pace.SourceFallback {
+			t.Fatalf("Reserve one timeout after a failure = %v, %v; want the fallback, not waiting for the probe", r.Source(), err)
 		}
 	}
 	pace.WaitProbes(p)
@@ -652,24 +655,24 @@ func TestSharedFallback(t *testing.T) {
 	// A reservation of the fallback is returned to the fallback.
 	c.Advance(time.Second)
 	r2, _ := p.Reserve(bg, "k2")
-	if !r2.OK() || r2.Path() != pace.PathFallback || fb.Len() == 0 {
+	if !r2.OK() || r2.Source() != pace.SourceFallback || fb.Len() == 0 {
 		t.Fatal("fallback did not admit a new key")
 	}
 	r2.Return(bg)
-	if ok, _ := fb.Peek("k2"); !ok || o.returned[pace.PathFallback] != 1 {
+	if ok, _ := fb.Peek("k2"); !ok || o.returned[pace.SourceFallback] != 1 {
 		t.Fatal("Return of a fallback reservation did not give it back to the fallback")
 	}
 
 	down.Store(false)
 	c.Advance(100 * time.Millisecond)
-	if r, err := p.Reserve(bg, "probe"); err != nil || r.Path() != pace.PathFallback {
-		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Path(), err)
+	if r, err := p.Reserve(bg, "probe"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Source(), err)
 	}
 	pace.WaitProbes(p)
 	for i := range 2 {
 		r, err := p.Reserve(bg, "k")
-		if err != nil || !r.OK() || r.Path() != pace.PathStore {
-			t.Fatalf("take %d after the store is back = %v %v %v; want admitted by the store", i, r.OK(), r.Path(), err)
+		if err != nil || !r.OK() || r.Source() != pace.SourceStore {
+			t.Fatalf("take %d after the store is back = %v %v %v; want admitted by the store", i, r.OK(), r.Source(), err)
 		}
 	}
 	if o.get("fallback ok") != 3 || o.get("fallback refused") != 102 {
@@ -694,8 +697,8 @@ func TestSharedFallbackTimeout(t *testing.T) {
 	}
 	s.Hook.Store(&hook)
 	r, err := p.Reserve(bg, "k")
-	if err != nil || !r.OK() || r.Path() != pace.PathFallback {
-		t.Fatalf("Reserve on a hanging store = %v %v %v; want admitted by the fallback", r.OK(), r.Path(), err)
+	if err != nil || !r.OK() || r.Source() != pace.SourceFallback {
+		t.Fatalf("Reserve on a hanging store = %v %v %v; want admitted by the fallback", r.OK(), r.Source(), err)
 	}
 	// The caller's own deadline is its own: no fallback for it.
 	hang.Store(false)
@@ -715,7 +718,7 @@ func TestSharedProbeWindowFromTheFailure(t *testing.T) {
 	c := newClock()
 	s := newSpy(c.Now)
 	fb, _ := pace.New(10, pace.WithClock(c.Now))
-	p, _ := pace.NewShared(s, 20, pace.WithSharedClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond))
+	p, _ := pace.NewShared(s, 20, pace.WithClock(c.Now), pace.WithFallback(fb, 100*time.Millisecond))
 	var tries atomic.Int64
 	hook := func(ctx context.Context, keys int) error {
 		tries.Add(1)
@@ -724,8 +727,8 @@ func TestSharedProbeWindowFromTheFailure(t *testing.T) {
 	}
 	s.Hook.Store(&hook)
 	for range 10 {
-		if r, err := p.Reserve(bg, "k"); err != nil || r.Path() != pace.PathFallback {
-			t.Fatalf("Reserve on a hanging store = %v, %v; want the fallback", r.Path(), err)
+		if r, err := p.Reserve(bg, "k"); err != nil || r.Source() != pace.SourceFallback {
+			t.Fatalf("Reserve on a hanging store = %v, %v; want the fallback", r.Source(), err)
 		}
 	}
 	if n := tries.Load(); n != 1 {

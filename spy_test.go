@@ -2,11 +2,10 @@ package pace_test
 
 import (
 	"context"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/memory"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/memory"
 )
 
 // spy is a memory.Store whose Take, TakeMany and Refund are counted, and
@@ -39,16 +38,16 @@ func (s *spy) hook(ctx context.Context, keys int) error {
 	return nil
 }
 
-func (s *spy) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *spy) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.hook(ctx, 1); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	s.RoundTrips.Add(1)
 	s.Decisions.Add(1)
 	return s.Store.Take(ctx, key, shapes)
 }
 
-func (s *spy) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *spy) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.hook(ctx, len(keys)); err != nil {
 		return err
 	}
@@ -57,7 +56,7 @@ func (s *spy) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket,
 	return s.Store.TakeMany(ctx, keys, shapes, out)
 }
 
-func (s *spy) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s *spy) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	if err := s.hook(ctx, 1); err != nil {
 		return err
 	}

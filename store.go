@@ -2,10 +2,11 @@ package pace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ratepace/pace/internal/errs"
 )
 
 // Sentinel errors. Every error a pace type or a Store implementation returns
@@ -17,22 +18,16 @@ var (
 	// positive finite number, a negative cost or TTL, a cost above the
 	// capacity, a slot limit below one, a ceiling outside
 	// [sustained, 2 × sustained], an empty key, no bucket shape or more
-	// than MaxShapes. Such a call changes nothing.
-	ErrInvalidArgument = errors.New("pace: invalid argument")
+	// than driver.MaxShapes. Such a call changes nothing.
+	ErrInvalidArgument = errs.InvalidArgument
 
 	// ErrNotFound is returned by Store.Get when the key is absent or its
 	// value has expired.
-	ErrNotFound = errors.New("pace: key not found")
+	ErrNotFound = errs.NotFound
 
 	// ErrClosed is wrapped by every error a Store returns after Close.
-	ErrClosed = errors.New("pace: store closed")
+	ErrClosed = errs.Closed
 )
-
-// MaxKeyLen is the longest key, in bytes, that the stores accept. A longer
-// key is rejected with ErrInvalidArgument rather than hashed or truncated
-// silently: keys come from clients, and a megabyte key is an attack, not an
-// identifier.
-const MaxKeyLen = 4096
 
 // Store is the shared state behind rate limits that span more than one Pace:
 // token buckets with per-call shapes, connection-slot counters (plain and
@@ -115,24 +110,6 @@ type Store interface {
 	// expiry.
 	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
 
-	// Take takes one take of every shape at key, all or nothing, in one atomic
-	// step at the store's clock (TakeAll), and reports the Grant (Remaining,
-	// Reset, Receipt from RemainingAll and the new arrival times). 1 <= len(shapes)
-	// <= MaxShapes, each a valid (non-zero) Bucket, else ErrInvalidArgument.
-	Take(ctx context.Context, key string, shapes []Bucket) (Grant, error)
-
-	// TakeMany is Take for several keys with the same shapes in one round trip
-	// (a Redis pipeline or one script call; one PostgreSQL call over arrays),
-	// writing out[i] for keys[i] (len(out) == len(keys)). Each key is decided
-	// atomically on its own; a store error fails the call.
-	TakeMany(ctx context.Context, keys []string, shapes []Bucket, out []Grant) error
-
-	// Refund gives back the take that receipt r describes (RefundAll), at the
-	// store's clock, atomically with the key's takes; a key whose buckets are all
-	// full is deleted. Refunding the zero Receipt, or a take of a key since
-	// deleted, does nothing. shapes must be the shapes of the take.
-	Refund(ctx context.Context, key string, shapes []Bucket, r Receipt) error
-
 	// Delete removes key from all five namespaces. Missing keys are not an
 	// error.
 	Delete(ctx context.Context, key string) error
@@ -160,173 +137,3 @@ func finitePositive(x float64) bool {
 // that every implementation rejects the same calls with the same errors,
 // before it touches its backend. Each returns nil or an error wrapping
 // ErrInvalidArgument that never contains the key.
-
-// ValidateKey checks the key of every Store method, and is all that Get,
-// Delete, ReleaseSlot and ReleaseSlotBurst check: it must be non-empty and
-// at most MaxKeyLen bytes.
-func ValidateKey(key string) error {
-	if why := badKey(key); why != "" {
-		return invalid("%s", why)
-	}
-	return nil
-}
-
-// badKey returns what is wrong with key, or "" when nothing is.
-func badKey(key string) string {
-	switch {
-	case key == "":
-		return "empty key"
-	case len(key) > MaxKeyLen:
-		return fmt.Sprintf("key of %d bytes exceeds MaxKeyLen (%d)", len(key), MaxKeyLen)
-	}
-	return ""
-}
-
-// ValidateSet checks the arguments of Store.Set: the key, and a ttl that is
-// not negative (0 means no expiry).
-func ValidateSet(key string, ttl time.Duration) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	return validateTTL(ttl)
-}
-
-// validateTTL checks a TTL that may be zero (no expiry) but not negative.
-func validateTTL(ttl time.Duration) error {
-	if ttl < 0 {
-		return invalid("negative ttl %v", ttl)
-	}
-	return nil
-}
-
-// ValidateTokenBucket checks the arguments of Store.TokenBucket and returns
-// the Bucket they describe. See NewBucket for the rules.
-func ValidateTokenBucket(key string, capacity, refillPerSec, cost float64) (Bucket, error) {
-	if err := ValidateKey(key); err != nil {
-		return Bucket{}, err
-	}
-	return NewBucket(capacity, refillPerSec, cost)
-}
-
-// ValidateSlot checks the arguments of Store.AcquireSlot: limit at least one
-// and ttl above zero (an idle counter must expire).
-func ValidateSlot(key string, limit int64, ttl time.Duration) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if limit < 1 {
-		return invalid("slot limit %d < 1", limit)
-	}
-	return validateSlotTTL(ttl)
-}
-
-// ValidateSlotBurst checks the arguments of Store.AcquireSlotBurst:
-// sustained at least one, sustained ≤ ceiling ≤ 2 × sustained, a burst budget
-// that is not negative, and ttl above zero.
-func ValidateSlotBurst(key string, sustained, ceiling int64, burstBudget, ttl time.Duration) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if sustained < 1 {
-		return invalid("sustained %d < 1", sustained)
-	}
-	if ceiling < sustained || ceiling-sustained > sustained { // not 2*sustained: that overflows
-		return invalid("ceiling %d outside [sustained, 2*sustained] for sustained %d", ceiling, sustained)
-	}
-	if burstBudget < 0 {
-		return invalid("negative burst budget %v", burstBudget)
-	}
-	return validateSlotTTL(ttl)
-}
-
-// ValidateRefresh checks the arguments of Store.RefreshSlot and
-// Store.RefreshSlotBurst: the key, and ttl above zero.
-func ValidateRefresh(key string, ttl time.Duration) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	return validateSlotTTL(ttl)
-}
-
-func validateSlotTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return invalid("slot ttl %v must be above zero", ttl)
-	}
-	return nil
-}
-
-// MaxShapes is the most bucket shapes one Store.Take may apply to a key.
-const MaxShapes = 4
-
-// validateShapes checks the shapes of Store.Take, TakeMany and Refund: one
-// to MaxShapes of them, none the zero Bucket.
-func validateShapes(shapes []Bucket) error {
-	if len(shapes) < 1 || len(shapes) > MaxShapes {
-		return invalid("%d shapes; want 1 to %d", len(shapes), MaxShapes)
-	}
-	for i, b := range shapes {
-		if b.tolerance <= 0 {
-			return invalid("shape %d is the zero Bucket", i)
-		}
-	}
-	return nil
-}
-
-// ValidateTake checks the arguments of Store.Take and Store.Refund: the key,
-// and one to MaxShapes shapes, none the zero Bucket.
-func ValidateTake(key string, shapes []Bucket) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	return validateShapes(shapes)
-}
-
-// ValidateTakeMany checks the arguments of Store.TakeMany: every key, the
-// shapes (as ValidateTake), and one Grant in out per key. No keys at all is
-// valid. The error names a bad key by its index, never by its text.
-func ValidateTakeMany(keys []string, shapes []Bucket, out []Grant) error {
-	if len(out) != len(keys) {
-		return invalid("%d grants for %d keys", len(out), len(keys))
-	}
-	for i, k := range keys {
-		if why := badKey(k); why != "" {
-			return invalid("keys[%d]: %s", i, why)
-		}
-	}
-	return validateShapes(shapes)
-}
-
-// Grant is the outcome of a take of several bucket shapes at one key, all or
-// nothing (see TakeAll): what a Store that shares Pace's semantics across
-// processes reports. It is a small value that does not allocate.
-type Grant struct {
-	// OK reports whether the take fitted every shape and was debited from
-	// all of them; a refused take debits none.
-	OK bool
-	// RetryAfter is 0 when OK; when refused, the time after the decision
-	// at which the same take fits every shape.
-	RetryAfter time.Duration
-	// Remaining is the number of whole takes left after the decision in the
-	// tightest shape; 0 when refused.
-	Remaining int
-	// Reset is the time after the decision until every shape is full
-	// again (0 for a key that holds no debt).
-	Reset time.Duration
-	// Receipt is what a refund of this take needs; the zero Receipt when
-	// refused.
-	Receipt Receipt
-}
-
-// Receipt identifies one admitted take to a refund (see RefundAll). Its
-// times are the store's clock, as durations since an epoch the store
-// chooses (the Unix epoch for the Redis and PostgreSQL stores).
-type Receipt struct {
-	// At is the store's clock reading at the decision.
-	At time.Duration
-	// Gen is the key's reorder count before the take: the refund is exact
-	// only while no take of the key has been given back out of order since.
-	Gen uint64
-	// Reserved holds, for each shape in order, the arrival time the take
-	// moved it to.
-	Reserved [MaxShapes]time.Duration
-}

@@ -6,10 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratepace/pace/driver"
 )
 
 // Buckets is a table of token buckets, one per key, each kept as a single
-// int64 (the theoretical arrival time of Bucket), whose shape is given on
+// int64 (the theoretical arrival time of driver.Shape), whose shape is given on
 // every call. A Pace is a Buckets with one fixed shape; memory.Store keeps its
 // token buckets in one.
 //
@@ -48,7 +50,7 @@ type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
 	// shifted is twice the total, in nanoseconds, that refunds of takes that
-	// were not their bucket's latest have given back (see Bucket.Refund),
+	// were not their bucket's latest have given back (see driver.Shape.Refund),
 	// plus one while such a refund swaps its slot: a take's refill can have
 	// moved earlier by at most the growth of this total since the take.
 	// Written under mu; it may wrap.
@@ -82,16 +84,17 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// NewBuckets returns an empty table. WithClock is the only option it reads.
-func NewBuckets(opts ...Option) *Buckets {
+// NewBuckets returns an empty table that reads time from clock (nil: the
+// monotonic clock; see WithClock).
+func NewBuckets(clock func() time.Time) *Buckets {
 	t := new(Buckets)
-	t.init(newConfig(opts))
+	t.init(clock)
 	return t
 }
 
-func (t *Buckets) init(cfg config) {
+func (t *Buckets) init(clock func() time.Time) {
 	t.seed = maphash.MakeSeed()
-	t.clock = cfg.clock
+	t.clock = clock
 	if t.clock != nil {
 		t.epoch = t.clock()
 	} else {
@@ -108,8 +111,8 @@ func (t *Buckets) now() int64 {
 }
 
 // maxNow bounds a reading of an injected clock: arrival times (now plus at
-// most maxTolerance) and their distance to any other reading (at most
-// 2 × maxNow + maxTolerance < 2⁶³) stay far from overflowing, and from the
+// most driver.MaxTolerance) and their distance to any other reading (at most
+// 2 × maxNow + driver.MaxTolerance < 2⁶³) stay far from overflowing, and from the
 // slot values moved and deleted, whatever the clock says.
 const maxNow = 1 << 61
 
@@ -130,7 +133,7 @@ func (t *Buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)]
 // Take takes one shape-sized take from the bucket at key, now. It reports
 // whether the take fits (and was debited) and, if not, how long until it
 // would. A refused take changes nothing.
-func (t *Buckets) Take(key string, b Bucket) (ok bool, wait time.Duration) {
+func (t *Buckets) Take(key string, b driver.Shape) (ok bool, wait time.Duration) {
 	t.widen(b)
 	_, w, _, ok := t.take(t.hash(key), b, t.now())
 	return ok, time.Duration(w)
@@ -181,10 +184,10 @@ func (t *Buckets) Len() int {
 }
 
 // widen records b's tolerance as the sweep horizon if it is the longest seen.
-func (t *Buckets) widen(b Bucket) {
+func (t *Buckets) widen(b driver.Shape) {
 	for {
 		h := t.horizon.Load()
-		if int64(b.tolerance) <= h || t.horizon.CompareAndSwap(h, int64(b.tolerance)) {
+		if int64(b.Tolerance()) <= h || t.horizon.CompareAndSwap(h, int64(b.Tolerance())) {
 			return
 		}
 	}
@@ -194,7 +197,7 @@ func (t *Buckets) widen(b Bucket) {
 // tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
 // nothing was written.
-func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint64, ok bool) {
+func (t *Buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
@@ -222,8 +225,8 @@ func (t *Buckets) take(h uint64, b Bucket, now int64) (tat, wait int64, gen uint
 				continue
 			}
 		}
-		if b.tolerance == 0 {
-			return 0, int64(maxTolerance), gen, false // the zero Bucket refuses even when full
+		if b.Tolerance() == 0 {
+			return 0, int64(driver.MaxTolerance), gen, false // the zero driver.Shape refuses even when full
 		}
 		if tat, done := t.insert(sh, h, b, now); done {
 			return tat, 0, settled(sh, gen), true
@@ -243,7 +246,7 @@ func settled(sh *shard, gen uint64) uint64 {
 
 // peek decides one take of shape b for the key hashed to h at now, as take
 // would, but writes nothing.
-func (t *Buckets) peek(h uint64, b Bucket, now int64) (tat, wait int64, ok bool) {
+func (t *Buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok bool) {
 	sh := t.shardOf(h)
 	for {
 		v := now // absent or deleted: a full bucket
@@ -263,12 +266,12 @@ func (t *Buckets) peek(h uint64, b Bucket, now int64) (tat, wait int64, ok bool)
 
 // refund gives back, at now, the take of shape b decided at taken that moved
 // the bucket hashed to h to reserved, when the shard's out-of-order total was
-// gen (see Bucket.Refund), and drops the row if that leaves the bucket full.
+// gen (see driver.Shape.Refund), and drops the row if that leaves the bucket full.
 // It reports whether anything was given back.
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *Buckets) refund(h uint64, b Bucket, taken, reserved int64, gen uint64, now int64) bool {
+func (t *Buckets) refund(h uint64, b driver.Shape, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -355,7 +358,7 @@ func (sh *shard) waitRebuild() {
 // the shard lock. It reports done=false when the key turned out to be live
 // already (another goroutine inserted it), so the caller decides on the lock-
 // free path again.
-func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, done bool) {
+func (t *Buckets) insert(sh *shard, h uint64, b driver.Shape, now int64) (tat int64, done bool) {
 	next, _, _ := b.Take(time.Duration(now), time.Duration(now)) // a full bucket admits any valid take
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -372,7 +375,7 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 				if s.Load() != deleted {
 					return 0, false
 				}
-				if b.interval > 0 {
+				if b.Interval() > 0 {
 					s.Store(int64(next)) // revive: only mu holders write a deleted slot
 					sh.live.Add(1)
 				}
@@ -384,7 +387,7 @@ func (t *Buckets) insert(sh *shard, h uint64, b Bucket, now int64) (tat int64, d
 			}
 		}
 	}
-	if b.interval == 0 {
+	if b.Interval() == 0 {
 		return int64(next), true // a take of cost zero leaves the bucket full: no row
 	}
 	if tab == nil || 4*(sh.used+1) > 3*len(tab.keys) {

@@ -12,7 +12,7 @@ require (
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/jackc/pgx/v5 v5.8.0
-	github.com/ratepace/pace v0.0.0
+	github.com/ratepace/pace v1.0.0
 	github.com/ratepace/pace/pgstore v0.0.0-00010101000000-000000000000
 	github.com/ratepace/pace/redisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.17.3

@@ -32,6 +32,13 @@ type Limit struct {
 	// defaults (every 6 h, keys idle for 12 h, for go-limiter; every 30 s
 	// for ulule).
 	Sweep time.Duration
+	// Step, when positive, is go-limiter's refill interval: it is given
+	// Rate × Step tokens every Step instead of Burst every Period. Its
+	// memory store refills a spent key with Interval/Tokens tokens
+	// (nanoseconds), not Tokens (TestGoLimiterRefillsIntervalOverTokens),
+	// so it refills in full only while Rate × Rate × Step is at most 10⁹
+	// per second: a short step lets it admit a high rate. Zero means Period.
+	Step time.Duration
 }
 
 // The three shapes of the benchmarks.
@@ -49,6 +56,18 @@ var (
 // Period reports the time the whole burst takes to refill: Burst / Rate.
 func (l Limit) Period() time.Duration {
 	return time.Duration(math.Round(float64(l.Burst) / l.Rate * float64(time.Second)))
+}
+
+// goLimiterConfig returns go-limiter's memory store configuration for l.
+func goLimiterConfig(l Limit) *golimiter.Config {
+	cfg := &golimiter.Config{Tokens: uint64(l.Burst), Interval: l.Period()}
+	if l.Step > 0 {
+		cfg.Tokens, cfg.Interval = uint64(math.Round(l.Rate*l.Step.Seconds())), l.Step
+	}
+	if l.Sweep > 0 {
+		cfg.SweepInterval, cfg.SweepMinTTL = l.Sweep, l.Period()
+	}
+	return cfg
 }
 
 // Decider is one limiter instance: a table of keys under one Limit.
@@ -200,11 +219,7 @@ type goLimiter struct {
 }
 
 func newGoLimiter(l Limit) (Decider, error) {
-	cfg := &golimiter.Config{Tokens: uint64(l.Burst), Interval: l.Period()}
-	if l.Sweep > 0 {
-		cfg.SweepInterval, cfg.SweepMinTTL = l.Sweep, l.Period()
-	}
-	s, err := golimiter.New(cfg)
+	s, err := golimiter.New(goLimiterConfig(l))
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func BenchmarkSharedRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	shared := func(opts ...pace.SharedOption) func(b *testing.B, n int) {
+	shared := func(opts ...pace.Option) func(b *testing.B, n int) {
 		return func(b *testing.B, n int) {
 			s, err := redisstore.New(c, redisstore.WithPrefix(newNamespace()))
 			if err != nil {

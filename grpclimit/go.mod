@@ -5,7 +5,7 @@ go 1.24.0
 replace github.com/ratepace/pace => ../
 
 require (
-	github.com/ratepace/pace v0.0.0-00010101000000-000000000000
+	github.com/ratepace/pace v1.0.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516
 	google.golang.org/grpc v1.80.0
 	google.golang.org/protobuf v1.36.11

@@ -589,7 +589,7 @@ func TestStoreLimitsReturn(t *testing.T) {
 			opts := []grpclimit.LimitOption{grpclimit.Name("per-client"), grpclimit.ReturnOn(codes.Unauthenticated)}
 			lim := grpclimit.Bucket(st, 1, 1, grpclimit.Metadata("client-id"), opts...)
 			if kind == "shared" {
-				p, err := pace.NewShared(st, 1, pace.WithSharedClock(clk.Now))
+				p, err := pace.NewShared(st, 1, pace.WithClock(clk.Now))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -189,6 +189,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (*call, error)
 	}
 	switch out {
 	case httplimit.Refused:
+		Return(ctx) // all or nothing across chained Interceptors: the outer ones give back too
 		return nil, ic.refusal(&c.t)
 	case httplimit.KeyFailed:
 		i, err := c.t.Err()
@@ -237,20 +238,34 @@ func Return(ctx context.Context) {
 }
 
 // Verified takes, once the handler has verified the call's credentials,
-// the events of the DecideAfterVerify limits that the interceptor only
-// looked at (see DecideAfterVerify), and returns nil when they all fitted.
-// When one did not, it has given back whatever the call took and returns
-// the refusal (codes.ResourceExhausted with its details), which the handler
-// must return. It returns nil when there is nothing to take (no such
-// limit, no Interceptor, or a second call), and always under
-// httplimit.DryRun.
+// the events of the DecideAfterVerify limits that the interceptors the call
+// went through only looked at (see DecideAfterVerify), and returns nil when
+// they all fitted. When one did not, it has given back whatever the call
+// took in every Interceptor it went through (all or nothing across the
+// chain, as within one Interceptor) and returns the refusal
+// (codes.ResourceExhausted with its details, whose retry delay is the
+// longest wait of the limits that refused), which the handler must return.
+// It returns nil when there is nothing to take (no such limit, no
+// Interceptor, a second call, or a call whose handler has returned), and
+// always under httplimit.DryRun.
 func Verified(ctx context.Context) error {
+	var refused *call
+	var wait time.Duration
 	for c := from(ctx); c != nil; c = from(c.Context) {
-		if !c.t.Verify() {
-			return c.ic.refusal(&c.t)
+		if c.t.Verify() {
+			continue
+		}
+		// Verify is false after a refusal, and also once the call is over
+		// (nothing to take: no refusal to report).
+		if i, _, w := c.t.Refusal(); i >= 0 && (refused == nil || w > wait) {
+			refused, wait = c, w
 		}
 	}
-	return nil
+	if refused == nil {
+		return nil
+	}
+	Return(ctx) // what the other Interceptors took, as the refusing ones gave back their own
+	return refused.ic.refusal(&refused.t)
 }
 
 // RetryDelay returns the retry delay of err, the error of a call, when it

@@ -66,7 +66,7 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // positive; both finite.
 //
 // Its key in the store is that of httplimit.Bucket, "httplimit:" + the
-// limit's name + ":" + the key: a Bucket limit of an HTTP middleware with
+// limit's name (escaped) + ":" + the key: a Bucket limit of an HTTP middleware with
 // the same name and store shares the buckets, so that a client counts once
 // across both transports; give the limits different names to keep them
 // apart. It can be given back (ReturnOn, Return) through Store.Refund,

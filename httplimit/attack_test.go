@@ -11,25 +11,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/memory"
 )
 
 // bucketShape is the shape a Bucket limit of capacity and refill takes
 // from its store.
-func bucketShape(t testing.TB, capacity, refill float64) []pace.Bucket {
+func bucketShape(t testing.TB, capacity, refill float64) []driver.Shape {
 	t.Helper()
-	b, err := pace.NewBucket(capacity, refill, 1)
+	b, err := driver.NewShape(capacity, refill, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []pace.Bucket{b}
+	return []driver.Shape{b}
 }
 
 // storeFits reports whether one take of shapes fits at key in s now; it
 // takes it when it does.
-func storeFits(t testing.TB, s pace.Store, key string, shapes []pace.Bucket) bool {
+func storeFits(t testing.TB, s driver.Taker, key string, shapes []driver.Shape) bool {
 	t.Helper()
 	g, err := s.Take(context.Background(), key, shapes)
 	if err != nil {
@@ -290,7 +290,7 @@ func TestAttackAllOrNothing(t *testing.T) {
 						r, err := sh.Reserve(ctx, "httplimit:shared:k-shared")
 						return err == nil && r.OK()
 					default:
-						return storeFits(t, st, "httplimit:bucket:k-bucket", shapes)
+						return storeFits(t, st.(driver.Taker), "httplimit:bucket:k-bucket", shapes)
 					}
 				}
 				if mode == "refuse" && !fits(last, true) { // spend the last limit's key
@@ -376,10 +376,10 @@ func TestAttackPanicRecycles(t *testing.T) {
 type grantStore struct {
 	*memory.Store
 	mu   sync.Mutex
-	last pace.Grant
+	last driver.Grant
 }
 
-func (s *grantStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *grantStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	g, err := s.Store.Take(ctx, key, shapes)
 	s.mu.Lock()
 	s.last = g

@@ -62,15 +62,17 @@ func TestBucketReturn(t *testing.T) {
 		t.Fatalf("RateLimit-Policy %v, %v; want per-ip;q=3;w=300", pol, err)
 	}
 	// One token spent (2 left). A 401 is given back by ReturnOn, a 403 by
-	// Return (twice, and then the 403 is not in ReturnOn): each sees 1 left
-	// at its decision, and the next request sees the same again.
+	// Return (twice, and then the 403 is not in ReturnOn): each takes the
+	// second token at its decision and gives it back before its header is
+	// written, so it reports what the next request sees: 2 left, full in
+	// 100 s.
 	for _, c := range []struct {
 		code int
 		ret  bool
 	}{{401, false}, {403, true}, {401, true}} {
 		w := send(c.code, c.ret)
-		if r, secs := rateLimitOf(t, w, "per-ip"); w.Code != c.code || r != 1 || secs != 200 {
-			t.Fatalf("%d (Return %v): %d, r=%d t=%d; want r=1 t=200 (one token spent before)", c.code, c.ret, w.Code, r, secs)
+		if r, secs := rateLimitOf(t, w, "per-ip"); w.Code != c.code || r != 2 || secs != 100 {
+			t.Fatalf("%d (Return %v): %d, r=%d t=%d; want r=2 t=100 (one token spent before, this one given back)", c.code, c.ret, w.Code, r, secs)
 		}
 	}
 	// A 200 spends: 1 left after it, then 0, then a refusal.

@@ -50,9 +50,9 @@ func ExampleNew() {
 	try("s3cr3t")
 	try("s3cr3t") // over the client's pace of 2/s
 	// Output:
-	// 401 ["per-ip";r=49;t=1 "per-client";r=1;t=1] []
+	// 401 ["per-ip";r=49;t=1 "per-client";r=2;t=0] []
 	// RateLimit-Policy: "per-ip";q=50;w=1, "per-client";q=2;w=1
-	// 401 ["per-ip";r=48;t=1 "per-client";r=1;t=1] []
+	// 401 ["per-ip";r=48;t=1 "per-client";r=2;t=0] []
 	// 200 ["per-ip";r=47;t=1 "per-client";r=1;t=1] []
 	// 200 ["per-ip";r=46;t=1 "per-client";r=0;t=1] []
 	// 429 ["per-client";r=0;t=1] [1]

@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/limittest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/httplimit"
-	"github.com/ratepace/pace/internal/limittest"
 )
 
 // newClock, newPace and counter are limittest's, shared with grpclimit's
@@ -123,10 +122,12 @@ func (downStore) Get(context.Context, string) ([]byte, error)                   
 func (downStore) Set(context.Context, string, []byte, time.Duration) error      { return errDown }
 func (downStore) Delete(context.Context, string) error                          { return errDown }
 func (downStore) Close(context.Context) error                                   { return nil }
-func (downStore) Take(context.Context, string, []pace.Bucket) (pace.Grant, error) {
-	return pace.Grant{}, errDown
+func (downStore) Take(context.Context, string, []driver.Shape) (driver.Grant, error) {
+	return driver.Grant{}, errDown
 }
-func (downStore) TakeMany(context.Context, []string, []pace.Bucket, []pace.Grant) error {
+func (downStore) TakeMany(context.Context, []string, []driver.Shape, []driver.Grant) error {
 	return errDown
 }
-func (downStore) Refund(context.Context, string, []pace.Bucket, pace.Receipt) error { return errDown }
+func (downStore) Refund(context.Context, string, []driver.Shape, driver.Receipt) error {
+	return errDown
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -24,7 +25,7 @@ type KeyFunc func(r *http.Request) (string, error)
 // MaxKeyLen is the longest key, in bytes, that a limit accepts. A longer key,
 // and an empty one, is a key error answered 400: keys come from clients, and
 // a megabyte key is an attack, not an identifier. It leaves room, below
-// pace.MaxKeyLen, for the prefix a Store limit adds (see Bucket).
+// driver.MaxKeyLen, for the prefix a Store limit adds (see Bucket).
 const MaxKeyLen = 1024
 
 // KeyError is the error of a key function of this package, and of the
@@ -55,12 +56,12 @@ var (
 	errManyHeaders    = badRequest("the key header appears more than once")
 	errKeyTooLong     = badRequest("the key is longer than MaxKeyLen")
 	errEmptyKey       = badRequest("the key is empty")
-	errNoClientID     = badRequest("no client id: neither HTTP Basic credentials nor a client_id form field")
+	errNoClientID     = badRequest("no client id: neither HTTP Basic credentials nor a client_id parameter")
 	errBadBasic       = badRequest("malformed HTTP Basic credentials")
 	errBadClientID    = badRequest("the client id is not validly URL-encoded")
-	errManyClientIDs  = badRequest("client_id appears more than once in the form")
-	errTwoClientIDs   = badRequest("HTTP Basic credentials and the client_id form field name different clients")
-	errBadForm        = badRequest("malformed application/x-www-form-urlencoded body")
+	errManyClientIDs  = badRequest("client_id appears more than once in the query or the body")
+	errTwoClientIDs   = badRequest("the request names different clients (HTTP Basic credentials, the query, the body)")
+	errBadForm        = badRequest("malformed form body")
 	errBodyRead       = badRequest("the request body could not be read")
 	errBodyTooLarge   = &KeyError{Status: http.StatusRequestEntityTooLarge, Reason: "the request body is larger than the bound for reading a client id"}
 	errRemoteNotIP    = &KeyError{Status: http.StatusInternalServerError, Reason: "the connection address is not an IP address"}
@@ -108,14 +109,19 @@ const DefaultMaxFormBody = 64 << 10
 
 // ClientID returns a KeyFunc whose key is the OAuth 2.0 client id of the
 // request (RFC 6749, section 2.3.1): the user name of HTTP Basic credentials
-// (URL-decoded), else the client_id field of an
-// application/x-www-form-urlencoded POST, PUT or PATCH body, read without
-// consuming it (the handler still reads the body or calls ParseForm). A body
-// above DefaultMaxFormBody is a *KeyError answered 413 (see ClientIDMaxBody);
-// no client id, an empty or overlong one, two that differ, or malformed
-// credentials or form are *KeyErrors answered 400. Put ClientID's limit
-// after the cheap ones (ClientIP), so that a flood is refused before its
-// bodies are read. docs/httplimit.md has the details.
+// (URL-decoded), or the client_id parameter, wherever net/http would hand
+// one to a handler that reads r.FormValue, r.PostFormValue or
+// r.MultipartForm: the URL query, an application/x-www-form-urlencoded
+// POST, PUT or PATCH body, a multipart/form-data body. Bodies are read
+// without consuming them (the handler still reads the body or parses the
+// form). Every client id the request carries must be the same, or the
+// request is refused (RFC 6749 section 2.3: one authentication method per
+// request), so the key is the client the handler authenticates. A body
+// above DefaultMaxFormBody is a *KeyError answered 413 (see
+// ClientIDMaxBody); no client id, an empty or overlong one, two that
+// differ, or malformed credentials or body are *KeyErrors answered 400.
+// Put ClientID's limit after the cheap ones (ClientIP), so that a flood is
+// refused before its bodies are read. docs/httplimit.md has the details.
 func ClientID() KeyFunc { return clientID(DefaultMaxFormBody) }
 
 // ClientIDMaxBody is ClientID with a bound of maxBytes on the body it reads.
@@ -130,7 +136,7 @@ func ClientIDMaxBody(maxBytes int64) (KeyFunc, error) {
 
 func clientID(maxBody int64) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		basic, hasBasic := "", false
+		var c claims
 		if auth := r.Header.Get("Authorization"); len(auth) >= 6 && strings.EqualFold(auth[:6], "Basic ") {
 			user, _, ok := r.BasicAuth()
 			if !ok {
@@ -140,28 +146,89 @@ func clientID(maxBody int64) KeyFunc {
 			if err != nil {
 				return "", errBadClientID
 			}
-			basic, hasBasic = id, true
+			c.add([]string{id})
 		}
-		form := r.PostForm
-		if form == nil && formMethod(r.Method) {
-			var err error
-			if form, err = peekForm(r, maxBody); err != nil {
-				return "", err
-			}
+		if r.URL != nil && r.URL.RawQuery != "" {
+			// The values net/http's ParseForm keeps, which skips pairs it
+			// cannot parse.
+			q, _ := url.ParseQuery(r.URL.RawQuery)
+			c.add(q["client_id"])
 		}
-		ids := form["client_id"]
+		if err := c.addBody(r, maxBody); err != nil {
+			return "", err
+		}
 		switch {
-		case len(ids) > 1:
-			return "", errManyClientIDs
-		case hasBasic && len(ids) == 1 && ids[0] != basic:
-			return "", errTwoClientIDs
-		case hasBasic:
-			return checkKey(basic)
-		case len(ids) == 0:
+		case c.err != nil:
+			return "", c.err
+		case c.n == 0:
 			return "", errNoClientID
 		}
-		return checkKey(ids[0])
+		return checkKey(c.id)
 	}
+}
+
+// claims gathers the client ids a request carries: they must be one.
+type claims struct {
+	id  string
+	n   int   // places that named a client
+	err error // two ids in one place, or two places naming different clients
+}
+
+// add adds the client ids of one place.
+func (c *claims) add(ids []string) {
+	switch {
+	case len(ids) == 0 || c.err != nil:
+		return
+	case len(ids) > 1:
+		c.err = errManyClientIDs
+	case c.n > 0 && ids[0] != c.id:
+		c.err = errTwoClientIDs
+	}
+	c.id = ids[0]
+	c.n++
+}
+
+// addBody adds the client ids of r's body, read as net/http's ParseForm
+// (an urlencoded body of a POST, PUT or PATCH) and ParseMultipartForm (a
+// multipart/form-data body, whatever the method) read it, or of the form
+// already parsed.
+func (c *claims) addBody(r *http.Request, maxBody int64) error {
+	if r.PostForm != nil { // parsed already, the body consumed
+		c.add(r.PostForm["client_id"])
+		if r.MultipartForm != nil {
+			return nil // its values are in PostForm
+		}
+	}
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil // net/http reads no form from it either
+	}
+	switch {
+	case ct == "application/x-www-form-urlencoded" && r.PostForm == nil && formMethod(r.Method):
+		buf, err := peekBody(r, maxBody)
+		if err != nil {
+			return err
+		}
+		form, err := url.ParseQuery(string(buf))
+		if err != nil {
+			return errBadForm
+		}
+		c.add(form["client_id"])
+	case ct == "multipart/form-data":
+		if params["boundary"] == "" {
+			return errBadForm
+		}
+		buf, err := peekBody(r, maxBody)
+		if err != nil {
+			return err
+		}
+		ids, err := multipartIDs(buf, params["boundary"])
+		if err != nil {
+			return errBadForm
+		}
+		c.add(ids)
+	}
+	return nil
 }
 
 // formMethod reports whether net/http's ParseForm reads the body of a
@@ -182,15 +249,10 @@ func checkKey(key string) (string, error) {
 	return key, nil
 }
 
-// peekForm parses r's urlencoded body, if it has one, and puts the bytes
-// back so that the handler reads them again. A request without such a body
-// has an empty form.
-func peekForm(r *http.Request, maxBody int64) (url.Values, error) {
+// peekBody reads r's body, at most maxBody bytes, and puts the bytes back
+// so that the handler reads them again. A request without a body has none.
+func peekBody(r *http.Request, maxBody int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || ct != "application/x-www-form-urlencoded" {
 		return nil, nil
 	}
 	if r.ContentLength > maxBody {
@@ -211,11 +273,34 @@ func peekForm(r *http.Request, maxBody int64) (url.Values, error) {
 	if int64(len(buf)) > maxBody {
 		return nil, errBodyTooLarge
 	}
-	form, err := url.ParseQuery(string(buf))
-	if err != nil {
-		return nil, errBadForm
+	return buf, nil
+}
+
+// multipartIDs returns the values of the client_id fields of a
+// multipart/form-data body, as mime/multipart's ReadForm (under
+// ParseMultipartForm) reads them: parts named by their Content-Disposition
+// (transfer encodings decoded), a part with a file name being a file, not
+// a value.
+func multipartIDs(body []byte, boundary string) ([]string, error) {
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	var ids []string
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return ids, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p.FormName() == "client_id" && p.FileName() == "" {
+			v, err := io.ReadAll(p)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, string(v))
+		}
+		p.Close()
 	}
-	return form, nil
 }
 
 // replayBody is a request body whose first bytes were read by ClientID:
@@ -233,7 +318,9 @@ type replayBody struct {
 // walked from the right, skipping trusted hops: whatever a client wrote
 // stands to the left of what its first proxy appended. A malformed or
 // conflicting entry is a *KeyError answered 400 (ClientIPWith and
-// ProxyHeader name the one header your proxies write). IPv6 addresses are
+// ProxyHeader name the one header your proxies write). IPv4-mapped
+// addresses and IPv4 addresses behind NAT64's well-known prefix
+// 64:ff9b::/96 are keyed by their IPv4 address; other IPv6 addresses are
 // grouped by /64 (IPv6Bits). ClientIP has no error result: an invalid prefix
 // in trusted (the zero netip.Prefix) makes every call fail with a *KeyError
 // wrapping pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at
@@ -434,12 +521,26 @@ func parseRemote(s string) (a netip.Addr, hostPort, ok bool) {
 	return netip.Addr{}, false, false
 }
 
-// normal drops a's zone and reads an IPv4-mapped IPv6 address as IPv4, so
-// that ::ffff:192.0.2.1 and 192.0.2.1 are one client (and IPv4 clients are
-// not grouped together by an IPv6 prefix).
+// normal drops a's zone and reads an IPv4-mapped IPv6 address
+// (::ffff:0:0/96) and an IPv4 address translated by NAT64 under the
+// well-known prefix 64:ff9b::/96 (RFC 6052, section 2.1) as the IPv4
+// address it stands for, so that ::ffff:192.0.2.1, 64:ff9b::192.0.2.1 and
+// 192.0.2.1 are one client (and IPv4 clients are not grouped together by
+// an IPv6 prefix). Network-specific NAT64 prefixes cannot be told from
+// IPv6 addresses, and are keyed as IPv6.
 func normal(a netip.Addr) netip.Addr {
-	return a.Unmap().WithZone("")
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		if b := a.As16(); [12]byte(b[:12]) == nat64WellKnown {
+			return netip.AddrFrom4([4]byte(b[12:]))
+		}
+	}
+	return a
 }
+
+// nat64WellKnown is the first 96 bits of the NAT64 well-known prefix,
+// 64:ff9b::/96.
+var nat64WellKnown = [12]byte{0, 0x64, 0xff, 0x9b}
 
 // validToken reports whether s is a non-empty HTTP token (a valid field
 // name).

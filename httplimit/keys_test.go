@@ -139,6 +139,11 @@ func TestClientIPSpoofing(t *testing.T) {
 		{"v6 by address", full6, req("[2001:db8:1:2::99]:443"), "2001:db8:1:2::99", 0},
 		{"v4-mapped", direct, req("[::ffff:" + realClient + "]:80"), realClient, 0},
 		{"v4-mapped in XFF", behind, req("10.0.0.1:80", "X-Forwarded-For: ::ffff:"+realClient), realClient, 0},
+		{"NAT64 well-known prefix", direct, req("[64:ff9b::" + realClient + "]:80"), realClient, 0},
+		{"NAT64 well-known prefix, hex", direct, req("[64:ff9b::c000:201]:80"), "192.0.2.1", 0},
+		{"NAT64 in XFF", behind, req("10.0.0.1:80", "X-Forwarded-For: 64:ff9b::"+realClient), realClient, 0},
+		{"NAT64 in Forwarded", behind, req("10.0.0.1:80", `Forwarded: for="[64:ff9b::`+realClient+`]"`), realClient, 0},
+		{"NAT64 local-use prefix is IPv6", direct, req("[64:ff9b:1::c000:201]:80"), "64:ff9b:1::/64", 0},
 		{"zone", direct, req("[fe80::1%eth0]:80"), "fe80::/64", 0},
 		{"no port", direct, req(realClient), realClient, 0},
 		{"not an IP", direct, req("@"), "", 500},
@@ -302,7 +307,8 @@ func TestClientID(t *testing.T) {
 			r.Header.Set("Content-Type", "application/json")
 			return r
 		}(), "", 400},
-		{"GET", httptest.NewRequest(http.MethodGet, "/token?client_id=x", nil), "", 400},
+		{"GET with the id in the query", httptest.NewRequest(http.MethodGet, "/token?client_id=x", nil), "x", 0},
+		{"GET without an id", httptest.NewRequest(http.MethodGet, "/token?grant_type=x", nil), "", 400},
 		{"long id", post("client_id=" + strings.Repeat("a", httplimit.MaxKeyLen+1)), "", 400},
 		{"body over bound", post("client_id=x&pad=" + strings.Repeat("a", httplimit.DefaultMaxFormBody)), "", 413},
 		{"chunked body over bound", chunked, "", 413},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // kind is what a Limit counts with.
@@ -68,8 +69,12 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...LimitOption) Limit {
 // trip to the store, so a store error is a StoreFailed outcome unless p has a
 // fallback, and that DecideAfterVerify is not available. It can be given back
 // (Return, ReturnOn), by a store call made with the request's context
-// without its cancellation. The key given to p is prefixed as for Bucket; r
-// is the whole events left in the key's tightest limit (docs/httplimit.md).
+// without its cancellation. The key given to p is prefixed as for Bucket.
+// Its RateLimit-Policy has an item for the pace of pace.NewShared, named
+// after the limit, and one for each limit of pace.WithLimit, named after
+// the limit and its position ("api/1", "api/2"); its RateLimit item, of the
+// pace's name, gives as r the whole events left in the key's tightest limit
+// (docs/httplimit.md).
 func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 	return Limit{kind: kindShared, shared: p, key: key, opts: opts}
 }
@@ -79,8 +84,10 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...LimitOption) Limit {
 // capacity tokens, refilled at refillPerSec tokens per second, shared by
 // every process that uses the same store. capacity must be at least 1 and
 // refillPerSec positive; both finite. The key in the store is "httplimit:" +
-// the limit's name + ":" + the key, so two Bucket limits of the same name (in
-// two replicas) share a bucket. It can be given back (Return, ReturnOn)
+// the limit's name, with '%' and ':' escaped as "%25" and "%3A", + ":" + the
+// key, so two Bucket limits of the same name (in two replicas) share a
+// bucket and limits of different names never do, whatever the names and
+// keys contain. It can be given back (Return, ReturnOn)
 // through Store.Refund: the request's own token, as much of it as has not
 // refilled, once; a refund that fails leaves the token spent. It sends r and
 // t as the store reports them. A store error is decided by the store's
@@ -159,22 +166,24 @@ type limit struct {
 	Limit
 	index       int    // position in the list given to New
 	name        string // the policy name
-	prefix      string // of a Store key: "httplimit:" + name + ":"
+	prefix      string // of a Store key: storePrefix(name)
 	returnOn    statusSet
 	afterVerify bool
 
 	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
 	// caches the RateLimit field of this limit alone with r remaining, for
 	// r up to len(items)-1, made when first needed.
-	policy   string
-	quoted   string // the name as a structured-field string
+	policy   string   // one item, or several for a Shared with pace.WithLimit
+	quotas   []string // the names of a Shared's pace.WithLimit quotas in policy
+	quoted   string   // the name as a structured-field string
 	q, w     int64
 	interval time.Duration // of one event, for t
 	tol      time.Duration // time an empty bucket takes to refill
 	items    []atomic.Pointer[[]string]
 	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
 	problem  problemDoc                 // the default refusal, set by New
-	shapes   []pace.Bucket              // Bucket: its one shape, for Store.Take and Refund
+	shapes   []driver.Shape             // Bucket: its one shape, for Store.Take and Refund
+	taker    driver.Taker               // Bucket: the store's take methods
 }
 
 // statusSet is a set of HTTP statuses, 100 to 599.
@@ -234,7 +243,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		return c, invalidf("limit %q: DecideAfterVerify needs a Pace limit", c.name)
 	}
 	c.afterVerify = cfg.afterVerify
-	c.prefix = "httplimit:" + c.name + ":"
+	c.prefix = storePrefix(c.name)
 	switch l.kind {
 	case kindPace:
 		if l.pace == nil {
@@ -257,11 +266,16 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		b, err := pace.NewBucket(l.capacity, l.refill, 1)
+		tk, ok := l.store.(driver.Taker)
+		if !ok {
+			return c, invalidf("limit %q: a Bucket limit needs a store that implements driver.Taker (Take, TakeMany, Refund)", c.name)
+		}
+		c.taker = tk
+		b, err := driver.NewShape(l.capacity, l.refill, 1)
 		if err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
-		c.shapes = []pace.Bucket{b}
+		c.shapes = []driver.Shape{b}
 		c.interval, c.tol = b.Interval(), b.Tolerance()
 		c.q = int64(math.Floor(l.capacity))
 		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
@@ -269,19 +283,36 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.store == nil {
 			return c, invalidf("limit %q: nil Store", c.name)
 		}
-		if err := pace.ValidateSlot("k", l.slots, l.ttl); err != nil {
+		if err := driver.ValidateSlot("k", l.slots, l.ttl); err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
 	}
 	c.quoted = sfString(c.name)
 	if l.kind != kindSlots {
-		c.policy = c.quoted + ";q=" + strconv.FormatInt(c.q, 10) + ";w=" + strconv.FormatInt(c.w, 10)
+		c.policy = policyItem(c.quoted, c.q, c.w)
+	}
+	if l.kind == kindShared {
+		// The limits of pace.WithLimit are quotas of their own, named
+		// after the limit and their position: "api/1", "api/2".
+		for j, b := range l.shared.Shapes()[1:] {
+			name := c.name + "/" + strconv.Itoa(j+1)
+			q := int64(b.Tolerance() / b.Interval())
+			w := windowSeconds(float64(q), float64(time.Second)/float64(b.Interval()))
+			c.policy += ", " + policyItem(sfString(name), q, w)
+			c.quotas = append(c.quotas, name)
+		}
 	}
 	if c.reportsRemaining() {
 		c.items = make([]atomic.Pointer[[]string], min(c.q, maxItems)+1)
 		c.refusals = make([]atomic.Pointer[[]string], min(c.w, maxItems)+1)
 	}
 	return c, nil
+}
+
+// policyItem returns the RateLimit-Policy item of a quota of q events per w
+// seconds named by the structured-field string quoted.
+func policyItem(quoted string, q, w int64) string {
+	return quoted + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
 }
 
 // fullIn reports, in whole seconds rounded up, when the bucket of a Pace,
@@ -348,6 +379,32 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// storePrefix returns the prefix of the store keys of the limit named name:
+// "httplimit:", the name with '%' and ':' escaped as "%25" and "%3A", and
+// ":". The escaped name holds no ':', so the first ':' after "httplimit:"
+// ends it: a store key names one limit and one key, whatever either
+// contains, and limits of different names never share state. A name
+// without '%' or ':' is written as it is.
+func storePrefix(name string) string {
+	if !strings.ContainsAny(name, "%:") {
+		return "httplimit:" + name + ":"
+	}
+	var b strings.Builder
+	b.WriteString("httplimit:")
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '%':
+			b.WriteString("%25")
+		case ':':
+			b.WriteString("%3A")
+		default:
+			b.WriteByte(name[i])
+		}
+	}
+	b.WriteByte(':')
+	return b.String()
 }
 
 // badName returns what is wrong with a limit name, or "" when it is 1 to 64

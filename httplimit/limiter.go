@@ -2,12 +2,12 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // Limiter decides requests against a list of limits, all or nothing,
@@ -59,10 +59,12 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 		if err != nil {
 			return nil, err
 		}
-		if seen[c.name] {
-			return nil, invalidf("two limits named %q", c.name)
+		for _, name := range append([]string{c.name}, c.quotas...) {
+			if seen[name] {
+				return nil, invalidf("two limits (or a limit and a quota of a Shared limit) named %q", name)
+			}
+			seen[name] = true
 		}
-		seen[c.name] = true
 		if c.kind == kindPace {
 			if other, ok := paces[c.pace]; ok {
 				return nil, invalidf("limits %q and %q share one *pace.Pace, so their keys would share one table: give each its own", other, c.name)
@@ -106,8 +108,9 @@ func newLimiter(limits []Limit, opts []Option, needKey bool) (*Limiter, error) {
 func (l *Limiter) Names() []string { return append([]string(nil), l.names...) }
 
 // Policy returns the RateLimit-Policy field of the limits: one item per
-// limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`, or ""
-// when no limit is (Slots only).
+// limit that is a quota (Pace, Shared, Bucket), as in `"per-ip";q=20;w=1`,
+// and one per pace.WithLimit of a Shared (see Shared), or "" when no limit
+// is a quota (Slots only).
 func (l *Limiter) Policy() string {
 	if l.policy == nil {
 		return ""
@@ -177,10 +180,11 @@ type Observer interface {
 type holdState uint8
 
 const (
-	holdNone   holdState = iota // nothing, or given back
-	holdTaken                   // a Pace, Shared or Bucket reservation, returnable
-	holdPeeked                  // DecideAfterVerify: looked at, not taken
-	holdSlot                    // a slot, released by Finish
+	holdNone     holdState = iota // nothing, or given back
+	holdTaken                     // a Pace, Shared or Bucket reservation, returnable
+	holdPeeked                    // DecideAfterVerify: looked at, not taken
+	holdSlot                      // a slot, released by Finish
+	holdReturned                  // a reservation given back: reported as the next request sees it
 )
 
 type hold struct {
@@ -189,13 +193,15 @@ type hold struct {
 	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
 	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
 	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
+	left   int                     // holdReturned: the whole events left after the return
+	full   int64                   // holdReturned: the seconds, rounded up, until the bucket is full after it
 }
 
 // bucketHold is what a Ticket keeps of a Bucket limit's take.
 type bucketHold struct {
-	receipt pace.Receipt // what Store.Refund needs
-	left    int          // the whole tokens the store reported left
-	full    int64        // the seconds, rounded up, the store reported until the bucket is full
+	receipt driver.Receipt // what Store.Refund needs
+	left    int            // the whole tokens the store reported left
+	reset   time.Duration  // the time the store reported until the bucket is full
 }
 
 // remaining reports the events left after the take of limit i, a Pace,
@@ -217,7 +223,7 @@ func (t *Ticket) remaining(i int) int {
 // others' from the whole events left (see limit.fullIn).
 func (t *Ticket) fullIn(i int) int64 {
 	if b := t.holds[i].bucket; b != nil {
-		return b.full
+		return ceilSeconds(b.reset)
 	}
 	return t.l.limits[i].fullIn(t.remaining(i))
 }
@@ -225,8 +231,14 @@ func (t *Ticket) fullIn(i int) int64 {
 // field returns the RateLimit field of limit i, a Pace, Shared or Bucket
 // limit, after its take (see limit.field).
 func (t *Ticket) field(i int, one *[1]string) []string {
-	lim, r := &t.l.limits[i], t.remaining(i)
-	if full := t.fullIn(i); full != lim.fullIn(r) { // not the cached field of r
+	lim, r := &t.l.limits[i], 0
+	var full int64
+	if h := &t.holds[i]; h.state == holdReturned {
+		r, full = h.left, h.full
+	} else {
+		r, full = t.remaining(i), t.fullIn(i)
+	}
+	if full != lim.fullIn(r) { // not the cached field of r
 		return cached(nil, 0, one, func() string { return lim.item(r, full) })
 	}
 	return lim.field(r, one)
@@ -255,16 +267,18 @@ type Ticket struct {
 	holds    []hold // by limit index
 	wait     time.Duration
 	err      error
-	pending  int         // limits looked at, not yet taken
-	stop     func() bool // stops the slot refresh
+	pending  int        // limits looked at, not yet taken
+	returned bool       // something was given back since the decision
+	ref      *refresher // keeps the slots alive until Finish
 }
 
 // Decide decides one request: for each limit, in decision order, it asks
 // key for the limit's key (i is the index in the list given to
 // NewLimiter), then decides, stopping at the first refusal or error and
 // giving back what the earlier limits took; after a refusal it also asks
-// for the keys of the Pace limits it did not reach, to look at their waits
-// (see Ticket.Refusal). It returns and records the
+// for the keys of the limits it did not reach, to ask their waits, taking
+// nothing (a Store limit takes and gives back at once; see
+// Ticket.Refusal). It returns and records the
 // outcome in t, which it resets first: Admitted, Refused (Ticket.Refusal),
 // KeyFailed or StoreFailed (Ticket.Err). An empty key, or one longer than
 // MaxKeyLen, is a key error. Store calls use ctx.
@@ -317,38 +331,39 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !r.OK() {
-				return t.refuse(ctx, i, r.RetryAfter(), true)
+				return t.refuseAt(ctx, pos, r.RetryAfter(), key)
 			}
 			h.shared = &r
 			h.state = holdTaken
 		case kindBucket:
 			sk := lim.storeKey(k)
-			g, err := lim.store.Take(ctx, sk, lim.shapes)
-			if err != nil && backendFailed(ctx, err) {
-				// Let a failure policy (pace.WithFailurePolicy), which
-				// decides TokenBucket but not Take, decide in its place: an
-				// admission so decided has nothing to give back.
-				g.OK, g.RetryAfter, err = lim.store.TokenBucket(ctx, sk, lim.capacity, lim.refill, 1)
-				if err == nil && g.OK {
-					l.observe(i, Admitted)
-					continue
-				}
-			}
+			g, err := lim.taker.Take(ctx, sk, lim.shapes)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !g.OK {
 				return t.refuseAt(ctx, pos, g.RetryAfter, key)
 			}
-			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, full: ceilSeconds(g.Reset)}
+			if g.Receipt == (driver.Receipt{}) {
+				// Admitted by a failure policy (pace.WithFailurePolicy):
+				// nothing was taken, so there is nothing to give back and
+				// no count to report.
+				break
+			}
+			h.state, h.key, h.bucket = holdTaken, sk, &bucketHold{receipt: g.Receipt, left: g.Remaining, reset: g.Reset}
 		case kindSlots:
 			sk := lim.storeKey(k)
-			ok, _, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+			ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
 				return t.refuseAt(ctx, pos, slotRetryAfter, key)
+			}
+			if current == 0 {
+				// Admitted by a failure policy: no slot was acquired, so
+				// none is released or refreshed.
+				break
 			}
 			h.state, h.key = holdSlot, sk
 		}
@@ -356,17 +371,9 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 	}
 	t.outcome = Admitted
 	if l.slots {
-		t.stop = l.cfg.afterFunc(l.minTTL/3, t.refresh)
+		t.ref = newRefresher(l, ctx, t.holds) // nil when no slot is held
 	}
 	return Admitted
-}
-
-// backendFailed reports whether err, returned by a Store call made with
-// ctx, is a failure of the backend that a failure policy decides in place
-// of (see pace.WithFailurePolicy): not bad input, not a closed store, and
-// not the caller giving up.
-func backendFailed(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && !errors.Is(err, pace.ErrInvalidArgument) && !errors.Is(err, pace.ErrClosed)
 }
 
 // slotRetryAfter is the Retry-After of a refusal by a Slots limit: no one
@@ -384,20 +391,16 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 
 // refuseAt records a refusal in Decide by the limit at position pos of the
 // decision order, waiting wait, as refuse does; then, so that waiting the
-// answer's Retry-After admits, it looks (Peek, taking nothing) at the Pace
-// limits the decision did not reach, and reports the one that would refuse
-// for longest, with its wait, when that is longer. Their keys are read for
-// this; one that cannot be read is skipped. The limits before pos fitted,
-// and Bucket and Slots limits cannot be looked at without taking.
+// answer's Retry-After admits every limit, it asks each limit the decision
+// did not reach how long it would refuse, and reports the one that would
+// refuse for longest, with its wait, when that is longer. Their keys are
+// read for this; one that cannot be read, or whose store fails, is skipped.
+// The limits before pos fitted, and what they took is given back.
 func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
 	l := t.l
 	i := l.order[pos]
 	t.refuse(ctx, i, wait, true)
 	for _, j := range l.order[pos+1:] {
-		lim := &l.limits[j]
-		if lim.kind != kindPace {
-			continue
-		}
 		k, err := key(j)
 		if err == nil {
 			k, err = checkKey(k)
@@ -405,11 +408,66 @@ func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key 
 		if err != nil {
 			continue
 		}
-		if ok, w := lim.pace.Peek(k); !ok && w > t.wait {
+		if w := l.limits[j].waitFor(ctx, k, t.wait); w > t.wait {
 			t.failed, t.wait = int32(j), w
 		}
 	}
 	return Refused
+}
+
+// waitFor reports how long the limit would refuse one more event for key,
+// taking nothing: 0 when it would admit, or when it cannot tell (a store
+// error). A Pace looks (Peek); a Shared, a Bucket or a Slots limit, which
+// the store cannot look at without taking, takes and gives back at once
+// when it admits (an exact refund). A Bucket refuses one token for at most
+// its interval, and a Slots limit for slotRetryAfter: they are asked only
+// when that is longer than longest, the longest wait known.
+func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration) time.Duration {
+	switch lim.kind {
+	case kindPace:
+		_, w := lim.pace.Peek(key)
+		return w
+	case kindShared:
+		r, err := lim.shared.Reserve(ctx, lim.storeKey(key))
+		if err != nil {
+			return 0
+		}
+		_ = r.Return(context.WithoutCancel(ctx)) // a failed return leaves it spent: stricter
+		return r.RetryAfter()
+	case kindBucket:
+		if longest >= lim.interval {
+			return 0 // a take of one token waits at most the interval of one
+		}
+		sk := lim.storeKey(key)
+		g, err := lim.taker.Take(ctx, sk, lim.shapes)
+		if err != nil {
+			return 0
+		}
+		if g.OK && g.Receipt != (driver.Receipt{}) {
+			rctx, cancel := releaseContext(ctx)
+			_ = lim.taker.Refund(rctx, sk, lim.shapes, g.Receipt)
+			cancel()
+		}
+		return g.RetryAfter
+	case kindSlots:
+		if longest >= slotRetryAfter {
+			return 0
+		}
+		sk := lim.storeKey(key)
+		ok, current, err := lim.store.AcquireSlot(ctx, sk, lim.slots, lim.ttl)
+		if err != nil {
+			return 0
+		}
+		if !ok {
+			return slotRetryAfter
+		}
+		if current > 0 {
+			rctx, cancel := releaseContext(ctx)
+			lim.store.ReleaseSlot(rctx, sk)
+			cancel()
+		}
+	}
+	return 0
 }
 
 // fail records an error of limit i and gives back what the ticket took.
@@ -459,18 +517,43 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 // store error leaves either spent: stricter, never over the limit.
 func (t *Ticket) giveBack(i int) {
 	h, lim := &t.holds[i], &t.l.limits[i]
+	// What the next request sees: one event more than the take left, up to
+	// the whole quota, and a bucket one interval nearer full.
+	left := min(t.remaining(i)+1, int(lim.q))
+	full := lim.fullIn(left)
+	if b := h.bucket; b != nil {
+		full = ceilSeconds(max(0, b.reset-lim.interval))
+	}
 	switch lim.kind {
 	case kindShared:
 		_ = h.shared.Return(context.WithoutCancel(t.ctx))
 	case kindBucket:
 		ctx, cancel := releaseContext(t.ctx)
-		_ = lim.store.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
+		_ = lim.taker.Refund(ctx, h.key, lim.shapes, h.bucket.receipt)
 		cancel()
 	default:
 		h.res.Return()
 	}
-	h.state = holdNone
+	h.state, h.left, h.full, h.bucket, h.shared = holdReturned, left, full, nil, nil
+	t.returned = true
 	t.l.observe(i, Returned)
+}
+
+// returnOn gives back, when the handler's final status is known, each
+// limit whose ReturnOn holds status: before the response's header is
+// written, so that its RateLimit field reports what the next request will
+// see. Finish then finds them given back.
+func (t *Ticket) returnOn(status int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished || t.outcome != Admitted {
+		return
+	}
+	for i := range t.holds {
+		if t.holds[i].state == holdTaken && t.l.limits[i].returnOn.has(status) {
+			t.giveBack(i)
+		}
+	}
 }
 
 // Outcome reports the outcome of the decision (or of Verify, once it has
@@ -483,11 +566,11 @@ func (t *Ticket) Outcome() Outcome {
 
 // Refusal reports, after a refusal, the index and name of the limit that
 // refused and the time after the decision at which it would admit (one
-// second for Slots); otherwise -1, "" and 0. When a Pace limit the
-// decision did not reach would refuse for longer (Decide looks at them
-// after a refusal), it is that limit and its wait, so that waiting
-// retryAfter passes every Pace limit. Observer counts the refusal against
-// the limit that decided it.
+// second for Slots); otherwise -1, "" and 0. When a limit the decision did
+// not reach would refuse for longer (Decide, and Verify, ask them after a
+// refusal, taking nothing), it is that limit and its wait, so that waiting
+// retryAfter passes every limit of the request. Observer counts the
+// refusal against the limit that decided it.
 func (t *Ticket) Refusal() (limit int, name string, retryAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -530,7 +613,20 @@ func (t *Ticket) Verify() bool {
 		}
 		if h.res = t.l.limits[i].pace.Reserve(h.key); !h.res.OK() {
 			h.state = holdNone
-			t.refuse(t.ctx, i, h.res.RetryAfter(), false)
+			wait := h.res.RetryAfter()
+			// The limits of the request that fitted are given back, so they
+			// fit again; of those still to verify, the longest wait counts,
+			// so that waiting Retry-After admits every one.
+			failed := i
+			for _, j := range t.l.order {
+				if hj := &t.holds[j]; hj.state == holdPeeked {
+					if _, w := t.l.limits[j].pace.Peek(hj.key); w > wait {
+						failed, wait = j, w
+					}
+				}
+			}
+			t.refuse(t.ctx, i, wait, false)
+			t.failed = int32(failed)
 			return t.l.cfg.dryRun
 		}
 		h.state = holdTaken
@@ -579,8 +675,8 @@ func (t *Ticket) Finish(status int) {
 		return
 	}
 	t.finished = true
-	if t.stop != nil {
-		t.stop()
+	if t.ref != nil {
+		t.ref.halt()
 	}
 	// After a refusal (by Verify, say) only slots are still held: release
 	// them whatever the outcome.
@@ -636,32 +732,86 @@ func releaseContext(parent context.Context) (context.Context, context.CancelFunc
 // means the presentation was not.
 func accepted(status int) bool { return status < 400 }
 
-// refresh extends the ttl of the slots the ticket holds, and arms the next
-// refresh, until Finish.
-func (t *Ticket) refresh() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finished {
-		return
-	}
-	every := t.l.minTTL / 3
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), every)
-	for i := range t.holds {
-		if h := &t.holds[i]; h.state == holdSlot {
-			lim := &t.l.limits[i]
-			lim.store.RefreshSlot(ctx, h.key, lim.ttl) // a failure is retried at the next refresh
+// refresher extends the ttl of the slots one admission holds every third
+// of the shortest ttl, until Finish halts it. It is apart from the Ticket,
+// which is recycled (a Middleware's) or reused (a Limiter caller's) once
+// finished: a refresh that fired while Finish ran, and runs after it, finds
+// its refresher halted and touches nothing else.
+type refresher struct {
+	l     *Limiter
+	ctx   context.Context // of the decision, without its cancellation
+	slots []slotRef
+	every time.Duration
+
+	mu     sync.Mutex
+	halted bool        // guarded by mu
+	stop   func() bool // the armed timer; guarded by mu
+}
+
+// slotRef is one slot a refresher keeps alive: the limit's index and the
+// store key.
+type slotRef struct {
+	limit int
+	key   string
+}
+
+// newRefresher returns the refresher of the slots in holds, armed, or nil
+// when they hold none (every Slots limit admitted by a failure policy).
+func newRefresher(l *Limiter, ctx context.Context, holds []hold) *refresher {
+	r := &refresher{l: l, ctx: context.WithoutCancel(ctx), every: l.minTTL / 3}
+	for i := range holds {
+		if h := &holds[i]; h.state == holdSlot {
+			r.slots = append(r.slots, slotRef{i, h.key})
 		}
 	}
+	if len(r.slots) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	r.stop = l.cfg.afterFunc(r.every, r.refresh)
+	r.mu.Unlock()
+	return r
+}
+
+// halt stops the refreshes: none starts after it returns, and one under way
+// arms no other.
+func (r *refresher) halt() {
+	r.mu.Lock()
+	r.halted = true
+	stop := r.stop
+	r.mu.Unlock()
+	stop()
+}
+
+// refresh extends the slots' ttl and arms the next refresh, unless halted.
+// The store calls are made without the lock, so that halt never waits for
+// a slow store.
+func (r *refresher) refresh() {
+	r.mu.Lock()
+	halted := r.halted
+	r.mu.Unlock()
+	if halted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.every)
+	for _, s := range r.slots {
+		lim := &r.l.limits[s.limit]
+		lim.store.RefreshSlot(ctx, s.key, lim.ttl) // a failure is retried at the next refresh
+	}
 	cancel()
-	t.stop = t.l.cfg.afterFunc(every, t.refresh)
+	r.mu.Lock()
+	if !r.halted {
+		r.stop = r.l.cfg.afterFunc(r.every, r.refresh)
+	}
+	r.mu.Unlock()
 }
 
 // RateLimit returns the RateLimit field for the ticket (draft-ietf-httpapi-
 // ratelimit-headers): after an admission, one item per limit taken but
-// Slots,
-// with the events its key has left and when its bucket is full again; after
-// a refusal, the refusing limit's item with r=0 and t the wait in whole
-// seconds, rounded up. It is "" when there is no item.
+// Slots, with the events its key has left and when its bucket is full
+// again (for a limit given back since, what the next request will see: one
+// more event); after a refusal, the refusing limit's item with r=0 and t
+// the wait in whole seconds, rounded up. It is "" when there is no item.
 func (t *Ticket) RateLimit() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -683,7 +833,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	n := 0
 	var f []string
 	for i := range t.holds {
-		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+		if t.reports(i) {
 			n++
 			f = t.field(i, one)
 		}
@@ -694,11 +844,18 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 	// Several limits: one field line each, which RFC 8941 reads as one list.
 	all := make([]string, 0, n)
 	for i := range t.holds {
-		if t.holds[i].state == holdTaken && t.l.limits[i].reportsRemaining() {
+		if t.reports(i) {
 			all = append(all, t.field(i, one)[0])
 		}
 	}
 	return all
+}
+
+// reports reports whether limit i has an item in the RateLimit field of an
+// admission: a quota taken, or given back since (with what it left then).
+func (t *Ticket) reports(i int) bool {
+	s := t.holds[i].state
+	return (s == holdTaken || s == holdReturned) && t.l.limits[i].reportsRemaining()
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least one, so
@@ -712,6 +869,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 // field, so that only the holds in use are cleared.
 func (t *Ticket) reset() {
 	clear(t.holds)
-	t.outcome, t.finished, t.failed, t.pending = 0, false, 0, 0
-	t.l, t.ctx, t.holds, t.wait, t.err, t.stop = nil, nil, nil, 0, nil, nil
+	t.outcome, t.finished, t.failed, t.pending, t.returned = 0, false, 0, 0, false
+	t.l, t.ctx, t.holds, t.wait, t.err, t.ref = nil, nil, nil, 0, nil, nil
 }

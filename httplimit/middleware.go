@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Middleware applies a list of Limits to every request of the handlers it
@@ -49,7 +50,9 @@ func New(limits []Limit, opts ...Option) (*Middleware, error) {
 	for i := range l.limits {
 		c := &l.limits[i]
 		m.needCtx = m.needCtx || c.refundable() || c.afterVerify
-		m.needStatus = m.needStatus || !c.returnOn.empty() || c.afterVerify
+		// The recording writer also rewrites the RateLimit field when
+		// something was given back before the header went out.
+		m.needStatus = m.needStatus || c.refundable() || c.afterVerify
 		c.problem = problemBody(quotaExceeded(c.name))
 	}
 	return m, nil
@@ -71,6 +74,7 @@ type handler struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	s := states.Get().(*state)
+	outer := from(r.Context()) // a Middleware this request went through before this one
 	var c *call
 	if m.needCtx {
 		c = &call{Context: r.Context(), s: s, gen: s.gen, l: m.l, rw: w}
@@ -78,15 +82,34 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := m.l.Decide(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
 	hdr := w.Header()
-	if m.l.policy != nil {
-		hdr["Ratelimit-Policy"] = m.l.policy
+	if outer != nil && out == Refused && !m.l.cfg.dryRun {
+		Return(r) // all or nothing across nested Middlewares: the outer ones give back too
 	}
 	var one *[1]string // for a RateLimit line that is not cached: the call's, if any
 	if c != nil {
 		one = &c.field
 	}
-	if rl := s.t.rateLimit(one); rl != nil {
-		hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into a shared line
+	switch {
+	case outer == nil:
+		if m.l.policy != nil {
+			hdr["Ratelimit-Policy"] = m.l.policy
+		}
+		if rl := s.t.rateLimit(one); rl != nil {
+			hdr["Ratelimit"] = rl[:len(rl):len(rl)] // an Add copies, and never writes into a shared line
+		}
+	default:
+		// Nested: this Middleware's fields join those of the ones before,
+		// which rewrite them from here (see commit).
+		if c != nil {
+			for x := outer; x != nil; x = from(x.Context) {
+				x.innermost = c
+			}
+		}
+		if m.l.policy != nil {
+			p := hdr["Ratelimit-Policy"]
+			hdr["Ratelimit-Policy"] = append(p[:len(p):len(p)], m.l.policy...)
+		}
+		setRateLimit(hdr, compose(outer, &s.t, one))
 	}
 	if m.l.cfg.legacy {
 		s.t.legacy(hdr)
@@ -115,6 +138,66 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.end(c)
 	h.next.ServeHTTP(c, r)
 	s.completed = true
+}
+
+// setRateLimit sets the RateLimit field lines of h, or removes the field
+// when there are none.
+func setRateLimit(h http.Header, lines []string) {
+	if lines == nil {
+		delete(h, "Ratelimit")
+		return
+	}
+	h["Ratelimit"] = lines[:len(lines):len(lines)]
+}
+
+// maxNested bounds the nested Middlewares whose fields combine.
+const maxNested = 8
+
+// compose returns the RateLimit field lines of a request from the tickets
+// of every Middleware it went through: those of the calls from outer
+// outwards, and own (nil for none), the innermost, which the caller owns
+// or holds (locked, if shared). After a refusal, the item of the refusal
+// that waits longest alone (the request spent nothing; none when that is a
+// Slots limit); otherwise every item of every ticket, outermost first.
+// one is for own's line when it is not a cached one.
+func compose(outer *call, own *Ticket, one *[1]string) []string {
+	var calls [maxNested]*call
+	n := 0
+	for x := outer; x != nil && n < len(calls); x = from(x.Context) {
+		calls[n] = x
+		n++
+	}
+	var all, refusal []string
+	refused := false
+	var longest time.Duration
+	add := func(t *Ticket, one *[1]string) {
+		lines := t.rateLimit(one)
+		switch {
+		case t.outcome == Refused && (!refused || t.wait > longest):
+			refused, longest = true, t.wait
+			refusal = append(refusal[:0], lines...)
+		case t.outcome == Admitted:
+			all = append(all, lines...)
+		}
+	}
+	for k := n - 1; k >= 0; k-- {
+		t, done := calls[k].use()
+		if t == nil {
+			continue
+		}
+		var one [1]string
+		t.mu.Lock()
+		add(t, &one)
+		t.mu.Unlock()
+		done()
+	}
+	if own != nil {
+		add(own, one)
+	}
+	if refused {
+		return refusal
+	}
+	return all
 }
 
 // refuse answers a refusal recorded in t; the RateLimit fields are set.
@@ -189,12 +272,14 @@ func (s *state) recycle() {
 // its request (and its context) as long as it likes.
 type call struct {
 	context.Context
-	s      *state
-	gen    uint64 // s.gen while s is this request's
-	l      *Limiter
-	rw     http.ResponseWriter
-	status int32     // the handler's status, once written
-	field  [1]string // the RateLimit field line, when it is not a cached one
+	s         *state
+	gen       uint64 // s.gen while s is this request's
+	l         *Limiter
+	rw        http.ResponseWriter
+	status    int32     // the handler's status, once written
+	committed bool      // the header is on its way: see commit
+	innermost *call     // of the Middlewares nested inside this one, the last to decide
+	field     [1]string // the RateLimit field line, when it is not a cached one
 }
 
 type ctxKey struct{}
@@ -248,54 +333,105 @@ func Return(r *http.Request) {
 
 // Verified takes, once the handler has verified the presentation, the
 // events of the DecideAfterVerify limits that the middleware only looked
-// at, and reports whether they all fitted (see DecideAfterVerify). When one
-// did not, it has given back whatever the request took that can be given
-// back (as Return does, in every Middleware the request went through),
-// written the refusal (429, Retry-After and the RateLimit fields, through
-// OnRefusal) to w, and reports false: the handler must then return without
-// writing. When they fitted, it adds their RateLimit items to w's header.
-// Call it before writing the response. It reports true when there is
-// nothing to take (no such limit, no Middleware, or a second call), and
-// always under DryRun; false once the handler has returned.
+// at, in every Middleware the request went through, and reports whether
+// they all fitted (see DecideAfterVerify). When one did not, it has given
+// back whatever the request took that can be given back (as Return does,
+// in every Middleware the request went through), written the refusal (429,
+// a Retry-After that every limit admits after, and the RateLimit fields,
+// through OnRefusal) to w, and reports false: the handler must then return
+// without writing. When they fitted, it adds their RateLimit items to w's
+// header. Call it before writing the response. It reports true when there
+// is nothing to take (no such limit, no Middleware, or a second call), and
+// always under DryRun; false once the handler has returned, or after a
+// refusal by an earlier call.
 func Verified(w http.ResponseWriter, r *http.Request) bool {
-	for c := from(r.Context()); c != nil; c = from(c.Context) {
-		if !c.verified(w, r) {
-			Return(r) // what the other Middlewares took, as the refusing one gave back its own
-			return false
+	first := from(r.Context())
+	ok, changed := true, false
+	var refused *call
+	var longest time.Duration
+	for c := first; c != nil; c = from(c.Context) {
+		t, done := c.use()
+		if t == nil {
+			ok = ok && c.l.cfg.dryRun
+			continue
 		}
+		t.mu.Lock()
+		pending := t.pending > 0
+		t.mu.Unlock()
+		verified := t.Verify()
+		t.mu.Lock()
+		if !verified {
+			ok = false
+			if pending && t.outcome == Refused && (refused == nil || t.wait > longest) {
+				refused, longest = c, t.wait
+			}
+		}
+		if pending && t.l.cfg.legacy {
+			t.legacy(w.Header())
+		}
+		t.mu.Unlock()
+		changed = changed || pending
+		done()
 	}
-	return true
-}
-
-func (c *call) verified(w http.ResponseWriter, r *http.Request) bool {
-	t, done := c.use()
+	if refused != nil {
+		Return(r) // what the others took, as the refusing ones gave back their own
+	}
+	if !changed {
+		return ok
+	}
+	hdr := w.Header()
+	setRateLimit(hdr, compose(first, nil, nil))
+	if refused == nil {
+		return ok
+	}
+	t, done := refused.use()
 	if t == nil {
-		return c.l.cfg.dryRun
+		return false
 	}
 	defer done()
-	t.mu.Lock()
-	pending := t.pending > 0
-	t.mu.Unlock()
-	if !pending {
-		return t.Verify()
-	}
-	ok := t.Verify()
-	hdr := w.Header()
-	t.mu.Lock()
-	rl := t.rateLimit(&c.field)
-	refused := t.outcome == Refused
 	if t.l.cfg.legacy {
+		t.mu.Lock()
 		t.legacy(hdr)
-	}
-	t.mu.Unlock()
-	if rl != nil {
-		hdr["Ratelimit"] = rl[:len(rl):len(rl)]
-	}
-	if ok || !refused {
-		return ok
+		t.mu.Unlock()
 	}
 	t.l.refuse(w, r, t)
 	return false
+}
+
+// commit runs once, when the handler's header is about to be written with
+// status: it gives back the limits whose ReturnOn holds status, and, when
+// anything was given back since the decision (by ReturnOn, or by Return
+// from the handler), rewrites the RateLimit field with what the next request
+// will see.
+func (c *call) commit(status int) {
+	if c.committed {
+		return
+	}
+	c.committed = true
+	t, done := c.use()
+	if t == nil {
+		return
+	}
+	t.returnOn(status)
+	done()
+	start := c // the innermost call of the request, whose chain holds every ticket
+	if c.innermost != nil {
+		start = c.innermost
+	}
+	for x := start; x != nil; x = from(x.Context) {
+		t, done := x.use()
+		if t == nil {
+			continue
+		}
+		t.mu.Lock()
+		returned := t.returned
+		t.mu.Unlock()
+		done()
+		if returned {
+			setRateLimit(c.rw.Header(), compose(start, nil, nil))
+			return
+		}
+	}
 }
 
 // Header returns the handler's header map.
@@ -305,6 +441,7 @@ func (c *call) Header() http.Header { return c.rw.Header() }
 func (c *call) WriteHeader(code int) {
 	if c.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
 		c.status = int32(code)
+		c.commit(code)
 	}
 	c.rw.WriteHeader(code)
 }
@@ -313,6 +450,7 @@ func (c *call) WriteHeader(code int) {
 func (c *call) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
+		c.commit(http.StatusOK)
 	}
 	return c.rw.Write(b)
 }
@@ -321,6 +459,7 @@ func (c *call) Write(b []byte) (int, error) {
 func (c *call) WriteString(str string) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
+		c.commit(http.StatusOK)
 	}
 	return io.WriteString(c.rw, str)
 }
@@ -329,6 +468,7 @@ func (c *call) WriteString(str string) (int, error) {
 func (c *call) ReadFrom(src io.Reader) (int64, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
+		c.commit(http.StatusOK)
 	}
 	if rf, ok := c.rw.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
@@ -347,6 +487,9 @@ func (c *call) Flush() { c.FlushError() }
 // streaming handler learns it cannot stream. A flush that succeeded before
 // any status was written records 200, as it sends one.
 func (c *call) FlushError() error {
+	if c.status == 0 {
+		c.commit(http.StatusOK) // a flush sends the header
+	}
 	err := http.NewResponseController(c.rw).Flush()
 	if err == nil && c.status == 0 {
 		c.status = http.StatusOK
@@ -361,6 +504,9 @@ func (c *call) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	var conn net.Conn
 	var rw *bufio.ReadWriter
 	var err error
+	if c.status == 0 {
+		c.commit(http.StatusSwitchingProtocols)
+	}
 	if h, ok := c.rw.(http.Hijacker); ok {
 		conn, rw, err = h.Hijack()
 	} else {

@@ -65,8 +65,8 @@ func WithObserver(newObserver func(names []string) (Observer, error)) Option {
 
 // Refusal describes a refused request to a RefusalFunc.
 type Refusal struct {
-	Limit      string        // the name of the limit that refused
-	RetryAfter time.Duration // when it would admit: exact for a Pace, one second for Slots
+	Limit      string        // the name of the limit that refused (of those that would, the one that waits longest)
+	RetryAfter time.Duration // when every limit of the request would admit (one second for a full Slots limit)
 }
 
 // RefusalFunc answers a refused request. When it is called, Retry-After

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
 // newShared returns a Shared of perSecond on s, its local tier on clk.
-func newShared(t testing.TB, s pace.Store, perSecond float64, clk *fakeclock.Clock, opts ...pace.SharedOption) *pace.Shared {
+func newShared(t testing.TB, s pace.Store, perSecond float64, clk *fakeclock.Clock, opts ...pace.Option) *pace.Shared {
 	t.Helper()
-	p, err := pace.NewShared(s, perSecond, append([]pace.SharedOption{pace.WithSharedClock(clk.Now)}, opts...)...)
+	p, err := pace.NewShared(s.(driver.Taker), perSecond, append([]pace.Option{pace.WithClock(clk.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 //
 // Wrap decorates a Store and returns the same interface; NewPace builds a
 // Pace whose decisions are counted, NewShared a Shared whose decisions are
-// counted by path; FailureHook counts the decisions a
+// counted by source; Failures counts the decisions a
 // Store wrapped by pace.WithFailurePolicy makes in place of a failed backend;
 // Limits counts the decisions of an httplimit.Middleware per limit.
 // Every metric is registered only on the prometheus.Registerer given, never
@@ -10,7 +10,7 @@
 //
 //	pace_store_operations_total{op, result}         counter   Wrap
 //	pace_store_operation_duration_seconds{op}       histogram Wrap
-//	pace_store_failure_decisions_total{op, result}  counter   FailureHook
+//	pace_store_failure_decisions_total{op, result}  counter   Failures
 //	pace_reservations_total{result}                 counter   NewPace
 //	pace_returned_total                             counter   NewPace
 //	pace_rows                                       gauge     NewPace
@@ -25,13 +25,21 @@
 // controls. Every series a constructor can produce is created, at zero, when
 // it registers, so that rates and alerts see a zero rather than a gap.
 //
-// To register two instances on one registry (two stores, or two Paces), tell
-// them apart with constant labels through prometheus.WrapRegistererWith:
+// Several middlewares count on one registry, their limits told apart by the
+// limit label (their names). To register two instances of another
+// constructor on one registry (two stores, two Paces), give each a value of
+// a constant label through prometheus.WrapRegistererWith:
 //
+//	perIP, err := instrument.NewPace(50, prometheus.WrapRegistererWith(prometheus.Labels{"limit": "per-ip"}, reg))
 //	s, err := instrument.Wrap(redisStore, prometheus.WrapRegistererWith(prometheus.Labels{"store": "redis"}, reg))
+//
+// A registration the registry refuses (the same metrics with the same labels
+// twice, or differing label names) is an error wrapping
+// pace.ErrInvalidArgument and the registry's error, which says what to do.
 package instrument
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -121,4 +129,27 @@ func (cs collectors) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range cs {
 		c.Collect(ch)
 	}
+}
+
+// register registers c, one constructor's metrics, on reg. The registry
+// refuses a second collector of the same metrics with the same labels (a
+// prometheus.AlreadyRegisteredError) and one whose label names differ from
+// those registered before; either is a configuration error, returned
+// wrapping pace.ErrInvalidArgument and the registry's error, naming what
+// (the metrics) and saying how to tell instances apart (fix).
+func register(reg prometheus.Registerer, c prometheus.Collector, what, fix string) error {
+	err := reg.Register(c)
+	if err == nil {
+		return nil
+	}
+	if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return fmt.Errorf("instrument: %s already registered on this registry with the same labels; %s: %w: %w", what, fix, pace.ErrInvalidArgument, err)
+	}
+	return fmt.Errorf("instrument: registering %s: %s: %w: %w", what, fix, pace.ErrInvalidArgument, err)
+}
+
+// labelFix says how to register several instances of one constructor on one
+// registry: each under its own value of a constant label.
+func labelFix(label, instance string) string {
+	return fmt.Sprintf("register each %s's metrics under a label value of its own, as prometheus.WrapRegistererWith(prometheus.Labels{%q: NAME}, reg), every one of them on this registry with the same label names", instance, label)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -21,14 +22,14 @@ import (
 
 var errBackend = errors.New("backend: connection refused")
 
-// fakeStore answers by key: an invalid key gets pace.ValidateKey's error,
+// fakeStore answers by key: an invalid key gets driver.ValidateKey's error,
 // "fail" a backend error, "reject" a refusal, "missing" pace.ErrNotFound
 // from Get, and any other key an admission or success. Its results carry
 // distinctive values so that a test can see they pass through unchanged.
 type fakeStore struct{}
 
 func (fakeStore) check(key string) error {
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if key == "fail" {
@@ -89,17 +90,17 @@ func (s fakeStore) Get(ctx context.Context, key string) ([]byte, error) {
 func (s fakeStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return s.check(key)
 }
-func (s fakeStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s fakeStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.check(key); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if key == "reject" {
-		return pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}, nil
+		return driver.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}, nil
 	}
-	return pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}, nil
+	return driver.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: driver.Receipt{At: 7, Gen: 8}}, nil
 }
 
-func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	for i, k := range keys {
 		g, err := s.Take(ctx, k, shapes)
 		if err != nil {
@@ -110,7 +111,7 @@ func (s fakeStore) TakeMany(ctx context.Context, keys []string, shapes []pace.Bu
 	return nil
 }
 
-func (s fakeStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s fakeStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	return s.check(key)
 }
 
@@ -174,20 +175,21 @@ func script(s pace.Store) {
 	s.Get(ctx, "missing")
 	s.Get(ctx, "fail")
 	s.Set(ctx, "a", []byte("v"), 0)
-	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
-	s.Take(ctx, "a", shapes)
-	s.Take(ctx, "reject", shapes)
-	s.Take(ctx, "fail", shapes)
-	s.TakeMany(ctx, []string{"a", "reject"}, shapes, make([]pace.Grant, 2))
-	s.TakeMany(ctx, []string{"a", ""}, shapes, make([]pace.Grant, 2))
-	s.Refund(ctx, "a", shapes, pace.Receipt{})
-	s.Refund(ctx, "fail", shapes, pace.Receipt{})
+	shapes := []driver.Shape{mustBucket(10, 1, 1)}
+	tk := s.(driver.Taker)
+	tk.Take(ctx, "a", shapes)
+	tk.Take(ctx, "reject", shapes)
+	tk.Take(ctx, "fail", shapes)
+	tk.TakeMany(ctx, []string{"a", "reject"}, shapes, make([]driver.Grant, 2))
+	tk.TakeMany(ctx, []string{"a", ""}, shapes, make([]driver.Grant, 2))
+	tk.Refund(ctx, "a", shapes, driver.Receipt{})
+	tk.Refund(ctx, "fail", shapes, driver.Receipt{})
 	s.Delete(ctx, "a")
 	s.Close(ctx)
 }
 
-func mustBucket(capacity, perSecond, cost float64) pace.Bucket {
-	b, err := pace.NewBucket(capacity, perSecond, cost)
+func mustBucket(capacity, perSecond, cost float64) driver.Shape {
+	b, err := driver.NewShape(capacity, perSecond, cost)
 	if err != nil {
 		panic(err)
 	}
@@ -428,6 +430,13 @@ func TestWrapContract(t *testing.T) {
 		}
 		return s
 	})
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		s, err := instrument.Wrap(memory.New(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatalf("Wrap(memory.New()): %v", err)
+		}
+		return s.(storetest.TakeStore)
+	})
 }
 
 // TestStackContract runs the contract on the recommended stack, the failure
@@ -443,16 +452,33 @@ func TestStackContract(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Wrap: %v", err)
 		}
-		hook, err := instrument.FailureHook(reg)
+		hook, err := instrument.Failures(reg)
 		if err != nil {
-			t.Fatalf("FailureHook: %v", err)
+			t.Fatalf("Failures: %v", err)
 		}
-		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.OnFailure(hook))
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.WithObserver(hook))
 		if err != nil {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
 		return s
-	}, storetest.WithClock(clk.Advance))
+	}, storetest.WithAdvance(clk.Advance))
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		reg := prometheus.NewPedanticRegistry()
+		regs = append(regs, reg)
+		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.Now)), reg)
+		if err != nil {
+			t.Fatalf("Wrap: %v", err)
+		}
+		hook, err := instrument.Failures(reg)
+		if err != nil {
+			t.Fatalf("Failures: %v", err)
+		}
+		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.WithObserver(hook))
+		if err != nil {
+			t.Fatalf("WithFailurePolicy: %v", err)
+		}
+		return s.(storetest.TakeStore)
+	}, storetest.WithAdvance(clk.Advance))
 	if len(regs) == 0 {
 		t.Fatal("the suite made no store")
 	}
@@ -539,17 +565,17 @@ func TestWrapPassesResultsThrough(t *testing.T) {
 	if _, _, err := s.TokenBucket(ctx, "", 10, 1, 1); !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Errorf("TokenBucket(\"\") = %v; want ErrInvalidArgument", err)
 	}
-	shapes := []pace.Bucket{mustBucket(10, 1, 1)}
-	want := pace.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}
-	if g, err := s.Take(ctx, "reject", shapes); g != want || err != nil {
+	shapes := []driver.Shape{mustBucket(10, 1, 1)}
+	want := driver.Grant{RetryAfter: 3 * time.Second, Reset: 4 * time.Second}
+	if g, err := s.(driver.Taker).Take(ctx, "reject", shapes); g != want || err != nil {
 		t.Errorf("Take(reject) = %+v, %v; want %+v, nil", g, err, want)
 	}
-	out := make([]pace.Grant, 2)
-	admitted := pace.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: pace.Receipt{At: 7, Gen: 8}}
-	if err := s.TakeMany(ctx, []string{"k", "reject"}, shapes, out); out[0] != admitted || out[1] != want || err != nil {
+	out := make([]driver.Grant, 2)
+	admitted := driver.Grant{OK: true, Remaining: 5, Reset: time.Second, Receipt: driver.Receipt{At: 7, Gen: 8}}
+	if err := s.(driver.Taker).TakeMany(ctx, []string{"k", "reject"}, shapes, out); out[0] != admitted || out[1] != want || err != nil {
 		t.Errorf("TakeMany(k, reject) = %+v, %v; want [%+v %+v], nil", out, err, admitted, want)
 	}
-	if err := s.Refund(ctx, "fail", shapes, admitted.Receipt); !errors.Is(err, errBackend) {
+	if err := s.(driver.Taker).Refund(ctx, "fail", shapes, admitted.Receipt); !errors.Is(err, errBackend) {
 		t.Errorf("Refund(fail) = %v; want %v", err, errBackend)
 	}
 }
@@ -626,7 +652,7 @@ func TestWrapConcurrentCountsExact(t *testing.T) {
 
 func TestWrapRegistersOnlyOnGivenRegisterer(t *testing.T) {
 	mustWrap(t, fakeStore{}, prometheus.NewRegistry())
-	if _, err := instrument.FailureHook(prometheus.NewRegistry()); err != nil {
+	if _, err := instrument.Failures(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := instrument.NewPace(1, prometheus.NewRegistry()); err != nil {
@@ -762,18 +788,18 @@ func TestNewPaceInvalid(t *testing.T) {
 	}
 }
 
-func TestFailureHook(t *testing.T) {
+func TestFailures(t *testing.T) {
 	ctx := context.Background()
 	reg := newCapture()
-	hook, err := instrument.FailureHook(reg)
+	hook, err := instrument.Failures(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := pace.WithFailurePolicy(fakeStore{}, pace.FailOpen, time.Second, pace.OnFailure(hook))
+	open, err := pace.WithFailurePolicy(fakeStore{}, pace.FailOpen, time.Second, pace.WithObserver(hook))
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := pace.WithFailurePolicy(fakeStore{}, pace.FailClosed, time.Second, pace.OnFailure(hook))
+	closed, err := pace.WithFailurePolicy(fakeStore{}, pace.FailClosed, time.Second, pace.WithObserver(hook))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,8 +811,10 @@ func TestFailureHook(t *testing.T) {
 	open.TokenBucket(ctx, "fail", 10, 1, 1)
 	open.AcquireSlot(ctx, "fail", 3, time.Second)
 	closed.AcquireSlotBurst(ctx, "fail", 2, 3, time.Second, time.Second)
-	closed.Get(ctx, "fail")       // no decision: not counted
-	hook("Get", errBackend, true) // not a deciding method: ignored
+	closed.Get(ctx, "fail") // no decision: not counted
+	open.(driver.Taker).Take(ctx, "fail", []driver.Shape{mustBucket(10, 1, 1)})
+	closed.(driver.Taker).TakeMany(ctx, []string{"fail"}, []driver.Shape{mustBucket(10, 1, 1)}, make([]driver.Grant, 1))
+	hook.Failed("Get", errBackend, true) // not a deciding method: ignored
 	want := `
 # HELP pace_store_failure_decisions_total Decisions made by the failure policy in place of a failed backend, by method (op) and decision (result: allowed or rejected).
 # TYPE pace_store_failure_decisions_total counter
@@ -794,6 +822,10 @@ pace_store_failure_decisions_total{op="acquire_slot",result="allowed"} 1
 pace_store_failure_decisions_total{op="acquire_slot",result="rejected"} 0
 pace_store_failure_decisions_total{op="acquire_slot_burst",result="allowed"} 0
 pace_store_failure_decisions_total{op="acquire_slot_burst",result="rejected"} 1
+pace_store_failure_decisions_total{op="take",result="allowed"} 1
+pace_store_failure_decisions_total{op="take",result="rejected"} 0
+pace_store_failure_decisions_total{op="take_many",result="allowed"} 0
+pace_store_failure_decisions_total{op="take_many",result="rejected"} 1
 pace_store_failure_decisions_total{op="token_bucket",result="allowed"} 2
 pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 `
@@ -802,11 +834,11 @@ pace_store_failure_decisions_total{op="token_bucket",result="rejected"} 0
 		t.Error(err)
 	}
 	lint(t, c)
-	if _, err := instrument.FailureHook(reg); err == nil {
-		t.Error("second FailureHook on one registry: nil error; want AlreadyRegisteredError")
+	if _, err := instrument.Failures(reg); err == nil {
+		t.Error("second Failures on one registry: nil error; want AlreadyRegisteredError")
 	}
-	if h, err := instrument.FailureHook(nil); h != nil || !errors.Is(err, pace.ErrInvalidArgument) {
-		t.Errorf("FailureHook(nil) = %v; want ErrInvalidArgument", err)
+	if h, err := instrument.Failures(nil); h != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Errorf("Failures(nil) = %v; want ErrInvalidArgument", err)
 	}
 }
 
@@ -868,4 +900,69 @@ func ExampleWrap() {
 	// pace_store_operation_duration_seconds{op="token_bucket"} 1
 	// pace_store_operations_total{op="get",result="not_found"} 1
 	// pace_store_operations_total{op="token_bucket",result="allowed"} 1
+}
+
+// TestRegisterTwice: a second Wrap, NewPace, NewShared or Failures on
+// one registry with the same labels is an error wrapping
+// pace.ErrInvalidArgument (and the registry's AlreadyRegisteredError) that
+// says what to do, as is one under a label beside one without; under label
+// values of their own, two register on one registry and lint clean.
+func TestRegisterTwice(t *testing.T) {
+	for _, c := range []struct {
+		name, label string
+		register    func(reg prometheus.Registerer) error
+	}{
+		{"Wrap", "store", func(reg prometheus.Registerer) error {
+			_, err := instrument.Wrap(fakeStore{}, reg)
+			return err
+		}},
+		{"NewPace", "limit", func(reg prometheus.Registerer) error {
+			_, err := instrument.NewPace(1, reg)
+			return err
+		}},
+		{"NewShared", "limit", func(reg prometheus.Registerer) error {
+			_, err := instrument.NewShared(memory.New(), 1, reg)
+			return err
+		}},
+		{"Failures", "store", func(reg prometheus.Registerer) error {
+			_, err := instrument.Failures(reg)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			if err := c.register(reg); err != nil {
+				t.Fatal(err)
+			}
+			err := c.register(reg)
+			if !errors.Is(err, pace.ErrInvalidArgument) || !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				t.Fatalf("second %s on one registry: %v; want an error wrapping ErrInvalidArgument and AlreadyRegisteredError", c.name, err)
+			}
+			checkMessage(t, err, c.name, "WrapRegistererWith", `"`+c.label+`"`)
+			err = c.register(prometheus.WrapRegistererWith(prometheus.Labels{c.label: "a"}, reg))
+			if !errors.Is(err, pace.ErrInvalidArgument) {
+				t.Fatalf("%s under a label beside one without: %v; want an error wrapping ErrInvalidArgument", c.name, err)
+			}
+			checkMessage(t, err, c.name, "WrapRegistererWith")
+
+			shared := prometheus.NewPedanticRegistry()
+			for _, v := range []string{"a", "b"} {
+				if err := c.register(prometheus.WrapRegistererWith(prometheus.Labels{c.label: v}, shared)); err != nil {
+					t.Fatalf("%s with %s=%s: %v", c.name, c.label, v, err)
+				}
+			}
+			if problems, err := testutil.GatherAndLint(shared); err != nil || len(problems) > 0 {
+				t.Errorf("lint: %v, %v", problems, err)
+			}
+			values := map[string]bool{}
+			eachLabel(t, shared, func(_, name, value string) {
+				if name == c.label {
+					values[value] = true
+				}
+			})
+			if len(values) != 2 {
+				t.Errorf("values of %s: %v; want a and b", c.label, values)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package instrument_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
@@ -145,11 +147,11 @@ func (s prefixedStore) TokenBucket(ctx context.Context, key string, capacity, re
 	return s.fakeStore.TokenBucket(ctx, key[strings.LastIndexByte(key, ':')+1:], capacity, refillPerSec, cost)
 }
 
-func (s prefixedStore) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s prefixedStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	return s.fakeStore.Take(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes)
 }
 
-func (s prefixedStore) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s prefixedStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	return s.fakeStore.Refund(ctx, key[strings.LastIndexByte(key, ':')+1:], shapes, r)
 }
 
@@ -183,5 +185,118 @@ func TestLimitsRegistration(t *testing.T) {
 	}
 	if mfs, _ := reg.Gather(); len(mfs) != 0 {
 		t.Fatalf("a failed New registered %d metrics", len(mfs))
+	}
+}
+
+// TestLimitsTwoMiddlewaresOneRegistry: two middlewares count on one
+// registry, their limits told apart by name (issue 21, point 6: the second
+// registration failed with Prometheus's duplicate-collector error).
+func TestLimitsTwoMiddlewaresOneRegistry(t *testing.T) {
+	reg := newCapture()
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
+	newMiddleware := func(name string) http.Handler {
+		t.Helper()
+		p, err := pace.New(1, pace.WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := httplimit.New([]httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP(), httplimit.Name(name))}, instrument.Limits(reg))
+		if err != nil {
+			t.Fatalf("middleware with limit %q on the shared registry: %v", name, err)
+		}
+		return m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	api, login := newMiddleware("api"), newMiddleware("login")
+	serve := func(h http.Handler) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	serve(api)
+	serve(login)
+	serve(login) // refused: one a second
+	if len(reg.got) != 2 {
+		t.Fatalf("%d collectors registered; want 2", len(reg.got))
+	}
+	series := func(name string, admitted, refused int) string {
+		s := ""
+		for _, o := range []struct {
+			name string
+			n    int
+		}{{"admitted", admitted}, {"key_error", 0}, {"refused", refused}, {"returned", 0}, {"store_error", 0}} {
+			s += fmt.Sprintf("pace_limit_decisions_total{limit=%q,outcome=%q} %d\n", name, o.name, o.n)
+		}
+		return s
+	}
+	header := `
+# HELP pace_limit_decisions_total Decisions of the rate limits of httplimit (or grpclimit), by limit name and outcome: admitted, refused, returned, key_error, store_error.
+# TYPE pace_limit_decisions_total counter
+`
+	for i, want := range []string{series("api", 1, 0), series("login", 1, 1)} {
+		if err := testutil.CollectAndCompare(reg.got[i], strings.NewReader(header+want)); err != nil {
+			t.Errorf("middleware %d: %v", i, err)
+		}
+		lint(t, reg.got[i])
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(header+series("api", 1, 0)+series("login", 1, 1))); err != nil {
+		t.Errorf("the registry: %v", err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint of the registry: %v, %v", problems, err)
+	}
+}
+
+// TestLimitsSameNameTwice: a limit name counted twice on one registry (two
+// middlewares with the default name "pace-0") is an error wrapping
+// pace.ErrInvalidArgument that names the limit and says what to do, and
+// the second middleware registers nothing.
+func TestLimitsSameNameTwice(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	limits := func() []httplimit.Limit {
+		p, err := pace.New(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []httplimit.Limit{httplimit.Pace(p, httplimit.ClientIP())}
+	}
+	if _, err := httplimit.New(limits(), instrument.Limits(reg)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(limits(), instrument.Limits(reg))
+	if m != nil || !errors.Is(err, pace.ErrInvalidArgument) || !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		t.Fatalf("second middleware with limit pace-0 = %v, %v; want nil, an error wrapping ErrInvalidArgument and AlreadyRegisteredError", m, err)
+	}
+	checkMessage(t, err, `"pace-0"`, "httplimit.Name", "WrapRegistererWith")
+	if n, err := testutil.GatherAndCount(reg); n != 5 || err != nil {
+		t.Errorf("after the failed registration: %d series, %v; want the first middleware's 5", n, err)
+	}
+	// A middleware counted under a label beside one counted without: the
+	// registry refuses differing label names; the error says the same.
+	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"route": "token"}, reg)
+	if m, err := httplimit.New(limits(), instrument.Limits(labelled)); m != nil || !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Fatalf("a labelled middleware beside an unlabelled one = %v, %v; want nil, an error wrapping ErrInvalidArgument", m, err)
+	} else {
+		checkMessage(t, err, `"pace-0"`, "WrapRegistererWith")
+	}
+}
+
+// checkMessage fails unless err's text starts with the package name, is
+// ASCII and contains every one of wants.
+func checkMessage(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "instrument: ") {
+		t.Errorf("error %q does not start with the package name", msg)
+	}
+	for _, r := range msg {
+		if r > 127 {
+			t.Errorf("error %q is not ASCII", msg)
+			break
+		}
+	}
+	for _, w := range wants {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not say %s", msg, w)
+		}
 	}
 }

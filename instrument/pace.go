@@ -18,8 +18,8 @@ type paceMetrics struct {
 
 var _ pace.Observer = (*paceMetrics)(nil)
 
-// Reserved implements pace.Observer.
-func (m *paceMetrics) Reserved(ok bool) {
+// Decided implements pace.Observer.
+func (m *paceMetrics) Decided(_ pace.Source, ok bool) {
 	if ok {
 		m.reserved.Inc()
 	} else {
@@ -28,7 +28,13 @@ func (m *paceMetrics) Reserved(ok bool) {
 }
 
 // Returned implements pace.Observer.
-func (m *paceMetrics) Returned() { m.returned.Inc() }
+func (m *paceMetrics) Returned(pace.Source) { m.returned.Inc() }
+
+// RoundTrip implements pace.Observer; a Pace makes none.
+func (m *paceMetrics) RoundTrip(int) {}
+
+// Failed implements pace.Observer; a Pace has no backend to fail.
+func (m *paceMetrics) Failed(string, error, bool) {}
 
 // NewPace returns pace.New(perSecond, opts...) with its decisions counted in
 // pace_reservations_total{result} (reserved or refused),
@@ -37,9 +43,12 @@ func (m *paceMetrics) Returned() { m.returned.Inc() }
 // opts does the counting, and replaces any WithObserver in opts; it costs one
 // atomic addition per decision.
 //
-// NewPace returns pace.New's error without registering anything, the
-// registration error without the Pace, or an error wrapping
-// pace.ErrInvalidArgument when reg is nil.
+// NewPace returns pace.New's error without registering anything, or an
+// error wrapping pace.ErrInvalidArgument when reg is nil or refuses the
+// metrics (wrapping the registry's error too, a
+// prometheus.AlreadyRegisteredError for a second Pace with the same labels:
+// give each Pace on one registry a label value of its own, as
+// prometheus.WrapRegistererWith(prometheus.Labels{"limit": "per-ip"}, reg)).
 func NewPace(perSecond float64, reg prometheus.Registerer, opts ...pace.Option) (*pace.Pace, error) {
 	if reg == nil {
 		return nil, errNilRegisterer
@@ -64,7 +73,7 @@ func NewPace(perSecond float64, reg prometheus.Registerer, opts ...pace.Option) 
 		return nil, err
 	}
 	m.rows = rowsGauge("", "rows", "Live rows of the Pace: keys whose bucket was not full when last looked at.", p.Len)
-	if err := reg.Register(collectors{m.reservations, m.returned, m.rows}); err != nil {
+	if err := register(reg, collectors{m.reservations, m.returned, m.rows}, "NewPace's metrics (pace_reservations_total, pace_returned_total, pace_rows)", labelFix("limit", "Pace")); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/instrument"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
@@ -23,14 +24,14 @@ type downable struct {
 	down atomic.Bool
 }
 
-func (s *downable) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *downable) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.down.Load() {
-		return pace.Grant{}, errBackend
+		return driver.Grant{}, errBackend
 	}
 	return s.Store.Take(ctx, key, shapes)
 }
 
-func (s *downable) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *downable) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if s.down.Load() {
 		return errBackend
 	}
@@ -45,7 +46,7 @@ func TestNewShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := instrument.NewShared(s, 2, reg, pace.WithSharedClock(clock.Now), pace.WithFallback(fb, time.Second))
+	p, err := instrument.NewShared(s, 2, reg, pace.WithClock(clock.Now), pace.WithFallback(fb, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,20 +69,20 @@ func TestNewShared(t *testing.T) {
 	p.Allow(ctx, "c")
 	fr.Return(ctx)
 	want := `
-# HELP pace_shared_decisions_total Shared decisions by the tier that made them (path: store, local or fallback) and outcome (result: reserved or refused).
+# HELP pace_shared_decisions_total Shared decisions by the tier that made them (source: store, held or fallback) and outcome (result: reserved or refused).
 # TYPE pace_shared_decisions_total counter
-pace_shared_decisions_total{path="fallback",result="refused"} 1
-pace_shared_decisions_total{path="fallback",result="reserved"} 1
-pace_shared_decisions_total{path="local",result="refused"} 1
-pace_shared_decisions_total{path="store",result="refused"} 0
-pace_shared_decisions_total{path="store",result="reserved"} 3
-# HELP pace_shared_local_rows Rows of the Shared's local tier: keys refused within the last horizon.
+pace_shared_decisions_total{result="refused",source="fallback"} 1
+pace_shared_decisions_total{result="refused",source="held"} 1
+pace_shared_decisions_total{result="refused",source="store"} 0
+pace_shared_decisions_total{result="reserved",source="fallback"} 1
+pace_shared_decisions_total{result="reserved",source="store"} 3
+# HELP pace_shared_local_rows Rows of the Shared's local tier: keys refused within the last refill time of the longest limit.
 # TYPE pace_shared_local_rows gauge
 pace_shared_local_rows 1
-# HELP pace_shared_returned_total Shared reservations given back by SharedReservation.Return, by the tier that had admitted them (path: store or fallback).
+# HELP pace_shared_returned_total Shared reservations given back by SharedReservation.Return, by the tier that had admitted them (source: store or fallback).
 # TYPE pace_shared_returned_total counter
-pace_shared_returned_total{path="fallback"} 1
-pace_shared_returned_total{path="store"} 1
+pace_shared_returned_total{source="fallback"} 1
+pace_shared_returned_total{source="store"} 1
 # HELP pace_shared_round_trip_decisions Decisions carried by each round trip of a Shared to its store.
 # TYPE pace_shared_round_trip_decisions histogram
 pace_shared_round_trip_decisions_bucket{le="1"} 4

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // op is a Store method, the value of the op label.
@@ -171,10 +172,12 @@ func outcome(err error, decides, allowed bool) result {
 // (see WithBuckets). The label values are listed in docs/metrics.md; the key
 // is never a label.
 //
-// Wrap registers on reg only, all or nothing: it returns the registration
-// error (a prometheus.AlreadyRegisteredError when reg already has these
-// metrics) and registers nothing, or an error wrapping
-// pace.ErrInvalidArgument when s or reg is nil or an option is invalid. The
+// Wrap registers on reg only, all or nothing: when reg refuses the metrics
+// it registers nothing and returns an error wrapping pace.ErrInvalidArgument
+// and the registry's error (a prometheus.AlreadyRegisteredError when reg
+// already has them with the same labels: give each store a label value of
+// its own, see the package doc); it returns an error wrapping
+// pace.ErrInvalidArgument when s or reg is nil or an option is invalid too. The
 // result is safe for concurrent use if s is, and adds two clock readings, a
 // histogram observation and a counter increment to each call, without
 // allocating.
@@ -190,11 +193,24 @@ func Wrap(s pace.Store, reg prometheus.Registerer, opts ...Option) (pace.Store, 
 		return nil, err
 	}
 	m := newStoreMetrics(cfg)
-	if err := reg.Register(m); err != nil {
+	if err := register(reg, m, "Wrap's metrics (pace_store_operations_total, pace_store_operation_duration_seconds)", labelFix("store", "store")); err != nil {
 		return nil, err
 	}
-	return &store{s: s, m: m}, nil
+	w := &store{s: s, m: m}
+	if t, ok := s.(driver.Taker); ok {
+		return &takeStore{w, t}, nil
+	}
+	return w, nil
 }
+
+// takeStore is the Store returned by Wrap for a store that also implements
+// driver.Taker: it counts the take methods too.
+type takeStore struct {
+	*store
+	t driver.Taker
+}
+
+var _ driver.Taker = (*takeStore)(nil)
 
 // store is the Store returned by Wrap.
 type store struct {
@@ -267,23 +283,23 @@ func (w *store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	return err
 }
 
-func (w *store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (w *takeStore) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	start := w.m.now()
-	g, err := w.s.Take(ctx, key, shapes)
+	g, err := w.t.Take(ctx, key, shapes)
 	w.m.done(opTake, start, outcome(err, true, g.OK))
 	return g, err
 }
 
-func (w *store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (w *takeStore) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	start := w.m.now()
-	err := w.s.TakeMany(ctx, keys, shapes, out)
+	err := w.t.TakeMany(ctx, keys, shapes, out)
 	w.m.done(opTakeMany, start, outcome(err, false, false))
 	return err
 }
 
-func (w *store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (w *takeStore) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	start := w.m.now()
-	err := w.s.Refund(ctx, key, shapes, r)
+	err := w.t.Refund(ctx, key, shapes, r)
 	w.m.done(opRefund, start, outcome(err, false, false))
 	return err
 }

@@ -16,7 +16,8 @@ import (
 // suite, which then never sleeps.
 func TestStoreFakeClock(t *testing.T) {
 	clk := newFakeClock()
-	storetest.Run(t, func(t *testing.T) pace.Store { return memory.New(memory.WithClock(clk.Now)) }, storetest.WithClock(clk.Advance))
+	storetest.Run(t, func(t *testing.T) pace.Store { return memory.New(memory.WithClock(clk.Now)) }, storetest.WithAdvance(clk.Advance))
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return memory.New(memory.WithClock(clk.Now)) }, storetest.WithAdvance(clk.Advance))
 }
 
 // newFakeClock returns a fake clock at the start of 2026.

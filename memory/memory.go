@@ -13,14 +13,15 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // Store is a pace.Store held in process memory: the fast tier for a single
 // process, and the reference implementation of the contract that package
 // storetest checks. Token buckets live in a pace.Buckets (the arithmetic of
 // pace.Pace); burst slots decide with pace.AdmitBurst and its companions,
-// Take, TakeMany and Refund with pace.TakeAll, pace.RemainingAll and
-// pace.RefundAll.
+// Take, TakeMany and Refund with driver.TakeAll, driver.RemainingAll and
+// driver.RefundAll.
 //
 // Rows indistinguishable from absent ones (a slot with no holder or past its
 // TTL, a burst slot with no holder and a full budget, an expired value, a
@@ -51,7 +52,7 @@ type Store struct {
 // shapeEntry is a validated bucket shape and the arguments it came from.
 type shapeEntry struct {
 	capacity, rate, cost float64
-	b                    pace.Bucket
+	b                    driver.Shape
 }
 
 var _ pace.Store = (*Store)(nil)
@@ -122,7 +123,7 @@ func New(opts ...Option) *Store {
 	}
 	// Without a clock of the caller's, the buckets keep their own default
 	// (time.Since a monotonic epoch), cheaper than a time.Now per take.
-	s.buckets = pace.NewBuckets(pace.WithClock(s.clock))
+	s.buckets = pace.NewBuckets(s.clock)
 	if s.clock == nil {
 		// The epoch plus the monotonic time since: one monotonic reading,
 		// half the cost of time.Now, which also reads the wall clock.
@@ -233,17 +234,17 @@ func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPer
 }
 
 // shape returns the bucket shape of a TokenBucket call, validated by
-// pace.ValidateTokenBucket. Shapes are remembered in a small direct-mapped
+// driver.ValidateTokenBucket. Shapes are remembered in a small direct-mapped
 // cache, since a service uses few of them and building one costs as much as
 // the rest of the decision; a shape that misses allocates its entry once.
-func (s *Store) shape(key string, capacity, rate, cost float64) (pace.Bucket, error) {
+func (s *Store) shape(key string, capacity, rate, cost float64) (driver.Shape, error) {
 	h := (math.Float64bits(capacity)*0x9e3779b97f4a7c15 ^ math.Float64bits(rate)) * 0xbf58476d1ce4e5b9
 	h = (h ^ math.Float64bits(cost)) * 0x94d049bb133111eb
 	slot := &s.shapes[h>>(64-shapeBits)]
 	if e := slot.Load(); e != nil && e.capacity == capacity && e.rate == rate && e.cost == cost { // NaN never matches
-		return e.b, pace.ValidateKey(key)
+		return e.b, driver.ValidateKey(key)
 	}
-	b, err := pace.ValidateTokenBucket(key, capacity, rate, cost)
+	b, err := driver.ValidateTokenBucket(key, capacity, rate, cost)
 	if err == nil {
 		slot.Store(&shapeEntry{capacity: capacity, rate: rate, cost: cost, b: b})
 	}
@@ -256,7 +257,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	if err := s.begin(ctx, "AcquireSlot"); err != nil {
 		return false, 0, err
 	}
-	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
 	sh, now, err := s.lock(key, "AcquireSlot")
@@ -290,7 +291,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, key string) error {
 	if err := s.begin(ctx, "ReleaseSlot"); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	sh, now, err := s.lock(key, "ReleaseSlot")
@@ -310,7 +311,7 @@ func (s *Store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) 
 	if err := s.begin(ctx, "RefreshSlot"); err != nil {
 		return err
 	}
-	if err := pace.ValidateRefresh(key, ttl); err != nil {
+	if err := driver.ValidateRefresh(key, ttl); err != nil {
 		return err
 	}
 	sh, now, err := s.lock(key, "RefreshSlot")
@@ -330,7 +331,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if err := s.begin(ctx, "AcquireSlotBurst"); err != nil {
 		return false, 0, err
 	}
-	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
 	sh, now, err := s.lock(key, "AcquireSlotBurst")
@@ -362,7 +363,7 @@ func (s *Store) ReleaseSlotBurst(ctx context.Context, key string) error {
 	if err := s.begin(ctx, "ReleaseSlotBurst"); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	sh, now, err := s.lock(key, "ReleaseSlotBurst")
@@ -382,7 +383,7 @@ func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Durat
 	if err := s.begin(ctx, "RefreshSlotBurst"); err != nil {
 		return err
 	}
-	if err := pace.ValidateRefresh(key, ttl); err != nil {
+	if err := driver.ValidateRefresh(key, ttl); err != nil {
 		return err
 	}
 	sh, now, err := s.lock(key, "RefreshSlotBurst")
@@ -403,7 +404,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := s.begin(ctx, "Get"); err != nil {
 		return nil, err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
 	}
 	sh, now, err := s.lock(key, "Get")
@@ -424,7 +425,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if err := s.begin(ctx, "Set"); err != nil {
 		return err
 	}
-	if err := pace.ValidateSet(key, ttl); err != nil {
+	if err := driver.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	v := append([]byte(nil), value...) // copied before the lock is taken
@@ -451,7 +452,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.begin(ctx, "Delete"); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	sh, _, err := s.lock(key, "Delete")

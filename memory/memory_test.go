@@ -10,4 +10,5 @@ import (
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) pace.Store { return memory.New() })
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return memory.New() })
 }

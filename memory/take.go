@@ -2,11 +2,10 @@ package memory
 
 import (
 	"context"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/storekit"
 	"slices"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/storekit"
 )
 
 // takeRow is a key of the Take namespace: an arrival time per shape, by
@@ -14,8 +13,8 @@ import (
 // judge a receipt. A row whose arrival times are all not after now is full,
 // which is the same as absent: a take finding it so starts a new row.
 type takeRow struct {
-	tats [pace.MaxShapes]time.Duration
-	// gen is the key's reorder count (pace.Receipt.Gen). It is drawn from
+	tats [driver.MaxShapes]time.Duration
+	// gen is the key's reorder count (driver.Receipt.Gen). It is drawn from
 	// its shard's sequence, at creation and at every refund that reorders,
 	// so it never repeats for a key, even across deletion.
 	gen uint64
@@ -62,21 +61,21 @@ func unixNanos(now time.Time) time.Duration {
 	return min(max(now.Sub(unixEpoch), 1), maxUnixNanos)
 }
 
-// Take implements pace.Store with pace.TakeAll and pace.RemainingAll, under
+// Take implements pace.Store with driver.TakeAll and driver.RemainingAll, under
 // the lock of the key's shard, at one reading of the store's clock. Receipt
 // times are nanoseconds since the Unix epoch. A take that leaves every shape
 // full (shapes of cost zero) keeps no row.
-func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *Store) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.begin(ctx, "Take"); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
-		return pace.Grant{}, err
+	if err := driver.ValidateTake(key, shapes); err != nil {
+		return driver.Grant{}, err
 	}
 	s.widenTake(shapes)
 	sh, now, err := s.lock(key, "Take")
 	if err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	g := s.take(sh, key, shapes, now)
 	sh.mu.Unlock()
@@ -87,11 +86,11 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 // shard's lock, so a key that appears twice is taken twice, in order. Every
 // argument is checked before any key is taken, so an invalid call changes
 // nothing.
-func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.begin(ctx, "TakeMany"); err != nil {
 		return err
 	}
-	if err := pace.ValidateTakeMany(keys, shapes, out); err != nil {
+	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
 		return err
 	}
 	s.widenTake(shapes)
@@ -108,7 +107,7 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 
 // widenTake records the longest tolerance of shapes as the sweep horizon of
 // the Take namespace, if it is the longest seen.
-func (s *Store) widenTake(shapes []pace.Bucket) {
+func (s *Store) widenTake(shapes []driver.Shape) {
 	longest := time.Duration(0)
 	for _, b := range shapes {
 		longest = max(longest, b.Tolerance())
@@ -118,21 +117,21 @@ func (s *Store) widenTake(shapes []pace.Bucket) {
 
 // take decides one take of shapes at key at now. The caller has validated
 // the arguments and holds the shard lock.
-func (s *Store) take(sh *shard, key string, shapes []pace.Bucket, now time.Time) pace.Grant {
+func (s *Store) take(sh *shard, key string, shapes []driver.Shape, now time.Time) driver.Grant {
 	t := unixNanos(now)
 	n := len(shapes)
 	r := sh.takes.m[key]
 	live := r != nil && !r.full(t)
-	var tats, next [pace.MaxShapes]time.Duration
+	var tats, next [driver.MaxShapes]time.Duration
 	if live {
 		tats = r.tats
 	}
-	wait, ok := pace.TakeAll(shapes, tats[:n], next[:n], t)
-	remaining, reset := pace.RemainingAll(shapes, next[:n], t)
+	wait, ok := driver.TakeAll(shapes, tats[:n], next[:n], t)
+	remaining, reset := driver.RemainingAll(shapes, next[:n], t)
 	if !ok {
-		return pace.Grant{RetryAfter: wait, Remaining: remaining, Reset: reset}
+		return driver.Grant{RetryAfter: wait, Remaining: remaining, Reset: reset}
 	}
-	g := pace.Grant{OK: true, Remaining: remaining, Reset: reset, Receipt: pace.Receipt{At: t, Reserved: next}}
+	g := driver.Grant{OK: true, Remaining: remaining, Reset: reset, Receipt: driver.Receipt{At: t, Reserved: next}}
 	switch {
 	case live:
 		copy(r.tats[:n], next[:n]) // positions past n keep what other calls left there
@@ -148,21 +147,21 @@ func (s *Store) take(sh *shard, key string, shapes []pace.Bucket, now time.Time)
 	return g
 }
 
-// Refund implements pace.Store with pace.RefundAll, under the lock of the
+// Refund implements pace.Store with driver.RefundAll, under the lock of the
 // key's shard. The receipt is intact while the key's reorder count still
 // equals r.Gen. It does nothing for the zero Receipt, for a key that is
 // absent or full, for a receipt taken before the key was last absent (or
 // deleted), and for a second refund of the receipt the key's latest
 // reordering refund gave back. A refund that leaves the key full deletes
 // its row.
-func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, rc pace.Receipt) error {
+func (s *Store) Refund(ctx context.Context, key string, shapes []driver.Shape, rc driver.Receipt) error {
 	if err := s.begin(ctx, "Refund"); err != nil {
 		return err
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
+	if err := driver.ValidateTake(key, shapes); err != nil {
 		return err
 	}
-	if rc == (pace.Receipt{}) {
+	if rc == (driver.Receipt{}) {
 		return nil
 	}
 	sh, now, err := s.lock(key, "Refund")
@@ -184,8 +183,8 @@ func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, rc
 		return nil // given back already, through a copy
 	}
 	n := len(shapes)
-	var next [pace.MaxShapes]time.Duration
-	_, reorder := pace.RefundAll(shapes, r.tats[:n], next[:n], rc, t, storekit.Shifted(intact))
+	var next [driver.MaxShapes]time.Duration
+	_, reorder := driver.RefundAll(shapes, r.tats[:n], next[:n], rc, t, storekit.Shifted(intact))
 	reordered := reorder > 0
 	copy(r.tats[:n], next[:n])
 	if reordered {

@@ -2,24 +2,23 @@ package memory_test
 
 import (
 	"fmt"
-	"testing"
-	"time"
-
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
+	"testing"
+	"time"
 )
 
-func mustShape(t *testing.T, capacity, perSecond, cost float64) []pace.Bucket {
+func mustShape(t *testing.T, capacity, perSecond, cost float64) []driver.Shape {
 	t.Helper()
-	b, err := pace.NewBucket(capacity, perSecond, cost)
+	b, err := driver.NewShape(capacity, perSecond, cost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []pace.Bucket{b}
+	return []driver.Shape{b}
 }
 
-func mustTake(t *testing.T, s *memory.Store, k string, shapes []pace.Bucket) pace.Grant {
+func mustTake(t *testing.T, s *memory.Store, k string, shapes []driver.Shape) driver.Grant {
 	t.Helper()
 	g, err := s.Take(ctx, k, shapes)
 	if err != nil {

@@ -3,14 +3,13 @@ package pgstore
 import (
 	"context"
 	"crypto/sha256"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/benchkit"
+	"github.com/ratepace/pace/internal/takemodel"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/benchkit"
-	"github.com/ratepace/pace/internal/takemodel"
 )
 
 // benchKeys is the number of distinct keys the benchmarks spread their calls
@@ -123,7 +122,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 // BenchmarkTake measures Take of one shape (capacity 100, 100 per second,
 // as BenchmarkTokenBucket) over 10000 keys: compare the two in one run.
 func BenchmarkTake(b *testing.B) {
-	shapes := []pace.Bucket{takemodel.MustBucket(b, 100, 100, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(b, 100, 100, 1)}
 	benchStore(b, func(s *Store, ctx context.Context, key string) error {
 		_, err := s.Take(ctx, key, shapes)
 		return err
@@ -133,10 +132,10 @@ func BenchmarkTake(b *testing.B) {
 // BenchmarkTakeMany64 measures TakeMany of 64 keys in one call; ns/op is
 // per call, decisions/s counts keys.
 func BenchmarkTakeMany64(b *testing.B) {
-	shapes := []pace.Bucket{takemodel.MustBucket(b, 100, 100, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(b, 100, 100, 1)}
 	keys := benchkit.Keys(b, benchKeys)
 	batch := make([]string, 64)
-	out := make([]pace.Grant, 64)
+	out := make([]driver.Grant, 64)
 	var next atomic.Uint64
 	s, _ := newTestStore(b, newPool(b, 4))
 	ctx := context.Background()

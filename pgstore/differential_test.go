@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // The differential tests run random operation sequences through the SQL
@@ -17,7 +18,7 @@ import (
 // arithmetic, and require identical decisions and identical stored states
 // after every step.
 //
-// The Go reference is the pure functions (pace.Bucket.Take, pace.AdmitBurst,
+// The Go reference is the pure functions (driver.Shape.Take, pace.AdmitBurst,
 // pace.ReleaseBurst, pace.RefreshBurst) plus the one rule the store adds: a
 // state that is indistinguishable from an absent one (a bucket whose TAT is
 // not after now, a burst slot whose ReclaimAt is not after now) is absent.
@@ -275,7 +276,7 @@ func differentialBucket(t *testing.T, seed uint64, nkeys, steps int) {
 		i := r.IntN(nkeys)
 		k := fmt.Sprintf("bucket-%d-%d", seed, i)
 		capacity, rate, cost := randomBucket(r)
-		b, berr := pace.NewBucket(capacity, rate, cost)
+		b, berr := driver.NewShape(capacity, rate, cost)
 		ok, wait, err := s.TokenBucket(ctx, k, capacity, rate, cost)
 		if berr != nil {
 			if !errors.Is(err, pace.ErrInvalidArgument) {

@@ -4,7 +4,7 @@ go 1.24.0
 
 require (
 	github.com/jackc/pgx/v5 v5.8.0
-	github.com/ratepace/pace v0.0.0
+	github.com/ratepace/pace v1.0.0
 )
 
 require (

@@ -30,7 +30,14 @@ func TestContractHashedKeys(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		return withClock(s, c)
-	}, storetest.WithClock(c.Advance))
+	}, storetest.WithAdvance(c.Advance))
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		s, err := New(context.Background(), pool, WithSchema(schema), WithHashedKeys([]byte(testSecret)))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return withClock(s, c)
+	}, storetest.WithAdvance(c.Advance))
 }
 
 // TestHashedKeysHideClientIDs writes a client id in all five namespaces

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 var (
@@ -86,7 +87,7 @@ func ddl(schema string, unlogged bool) string {
 // operation is one round trip, one call of a PL/pgSQL function that locks the
 // key's row and then reads the database clock, so decisions are exact across
 // any number of connections and processes, whatever the application servers'
-// clocks say, and agree with the Go reference arithmetic (pace.Bucket, the
+// clocks say, and agree with the Go reference arithmetic (driver.Shape, the
 // burst functions) to the nanosecond. The functions expect READ COMMITTED.
 //
 // Keys are stored as their SHA-256 digest (WithHashedKeys: a keyed hash).
@@ -291,14 +292,14 @@ func (s *Store) nowArg() any {
 }
 
 // TokenBucket implements pace.Store.TokenBucket with the arithmetic of
-// pace.Bucket: one GCRA step on the key's theoretical arrival time, in
+// driver.Shape: one GCRA step on the key's theoretical arrival time, in
 // nanoseconds, on the database clock. A refusal writes nothing. A take that
 // leaves the bucket full (cost 0) stores nothing.
 func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (allowed bool, retryAfter time.Duration, err error) {
 	if s.closed.Load() {
 		return false, 0, errClosed
 	}
-	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	b, err := driver.ValidateTokenBucket(key, capacity, refillPerSec, cost)
 	if err != nil {
 		return false, 0, err
 	}
@@ -318,7 +319,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	if s.closed.Load() {
 		return false, 0, errClosed
 	}
-	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
 	err = s.pool.QueryRow(ctx, s.q.acquireSlot, s.rowKey(key), limit, int64(ttl), s.nowArg(), s.sweep).
@@ -335,7 +336,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if s.closed.Load() {
 		return false, 0, errClosed
 	}
-	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
 	err = s.pool.QueryRow(ctx, s.q.acquireBurst, s.rowKey(key), sustained, ceiling, int64(burstBudget), int64(ttl), s.nowArg(), s.sweep).
@@ -378,12 +379,12 @@ func (s *Store) exec(ctx context.Context, op, key, sql string, ttl time.Duration
 	}
 	var err error
 	if !hasTTL {
-		if err := pace.ValidateKey(key); err != nil {
+		if err := driver.ValidateKey(key); err != nil {
 			return err
 		}
 		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), s.nowArg())
 	} else {
-		if err := pace.ValidateRefresh(key, ttl); err != nil {
+		if err := driver.ValidateRefresh(key, ttl); err != nil {
 			return err
 		}
 		_, err = s.pool.Exec(ctx, sql, s.rowKey(key), int64(ttl), s.nowArg())
@@ -399,7 +400,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
 	}
 	var v []byte
@@ -422,7 +423,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateSet(key, ttl); err != nil {
+	if err := driver.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	if value == nil {
@@ -440,7 +441,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, s.q.del, s.rowKey(key)); err != nil {

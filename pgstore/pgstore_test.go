@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
@@ -219,7 +220,7 @@ func TestInvalidArguments(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
 	s, schema := newTestStore(t, pool)
-	long := strings.Repeat("k", pace.MaxKeyLen+1)
+	long := strings.Repeat("k", driver.MaxKeyLen+1)
 	checks := map[string]error{}
 	_, _, checks["TokenBucket(NaN rate)"] = s.TokenBucket(ctx, "k", 1, math.NaN(), 1)
 	_, _, checks["TokenBucket(cost>capacity)"] = s.TokenBucket(ctx, "k", 1, 1, 2)
@@ -250,7 +251,7 @@ func TestBinaryAndLongKeys(t *testing.T) {
 	pool := testPool(t)
 	ctx := context.Background()
 	s, _ := newTestStore(t, pool)
-	keys := []string{"a", "a\x00", "\xff\xfe", strings.Repeat("\x00", 7), strings.Repeat("k", pace.MaxKeyLen), strings.Repeat("k", pace.MaxKeyLen-1) + "j"}
+	keys := []string{"a", "a\x00", "\xff\xfe", strings.Repeat("\x00", 7), strings.Repeat("k", driver.MaxKeyLen), strings.Repeat("k", driver.MaxKeyLen-1) + "j"}
 	for i, k := range keys {
 		if err := s.Set(ctx, k, []byte{byte(i)}, 0); err != nil {
 			t.Fatalf("Set(key %d): %v", i, err)
@@ -281,7 +282,7 @@ func TestNamespacesAndDelete(t *testing.T) {
 	if err := s.Set(ctx, k, []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.Take(ctx, k, []pace.Bucket{takemodel.MustBucket(t, 1, 1, 1)}); err != nil || !g.OK {
+	if g, err := s.Take(ctx, k, []driver.Shape{takemodel.MustBucket(t, 1, 1, 1)}); err != nil || !g.OK {
 		t.Fatalf("Take = %+v, %v", g, err)
 	}
 	expectRows(t, pool, schema, 1, "one call of each kind")
@@ -488,7 +489,7 @@ func TestBoundedGrowth(t *testing.T) {
 		keys = 600
 		live = 20 // keys alive at any time: each lives 20 steps of 1ms
 	)
-	fiftyPerSecond := []pace.Bucket{takemodel.MustBucket(t, 1, 50, 1)} // full again after 20ms
+	fiftyPerSecond := []driver.Shape{takemodel.MustBucket(t, 1, 50, 1)} // full again after 20ms
 	maxRows := map[string]int64{}
 	for i := range keys {
 		k := "k" + strconv.Itoa(i)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/sharedtest"
+	"github.com/ratepace/pace/storetest"
 )
 
 // sharedPools are the pools sharedBackend opened, by namespace, for Calls.
@@ -22,7 +22,7 @@ var sharedPools sync.Map // string → *pgxpool.Pool
 func sharedBackend() sharedtest.Backend {
 	return sharedtest.Backend{
 		Processes: true,
-		Open: func(t testing.TB, config, ns string) pace.Store {
+		Open: func(t testing.TB, config, ns string) storetest.TakeStore {
 			cfg, err := pgxpool.ParseConfig(config)
 			if err != nil {
 				t.Fatal(err)

@@ -25,6 +25,13 @@ func TestContract(t *testing.T) {
 		}
 		return s
 	})
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		s, err := New(context.Background(), pool, WithSchema(schema))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	})
 }
 
 // TestContractFakeClock runs the suite again with every function's p_now
@@ -43,5 +50,12 @@ func TestContractFakeClock(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		return withClock(s, c)
-	}, storetest.WithClock(c.Advance))
+	}, storetest.WithAdvance(c.Advance))
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		s, err := New(context.Background(), pool, WithSchema(schema))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return withClock(s, c)
+	}, storetest.WithAdvance(c.Advance))
 }

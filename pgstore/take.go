@@ -3,16 +3,15 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/storekit"
 	"math"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/storekit"
 )
 
 // shapeArgs returns the intervals and tolerances of shapes, in nanoseconds,
 // the bigint[] parameters of take_all, take_many and refund_all.
-func shapeArgs(shapes []pace.Bucket) (intervals, tolerances []int64) {
+func shapeArgs(shapes []driver.Shape) (intervals, tolerances []int64) {
 	intervals, tolerances = make([]int64, len(shapes)), make([]int64, len(shapes))
 	for i, b := range shapes {
 		intervals[i], tolerances[i] = int64(b.Interval()), int64(b.Tolerance())
@@ -21,29 +20,29 @@ func shapeArgs(shapes []pace.Bucket) (intervals, tolerances []int64) {
 }
 
 // grant turns what take_all or take_many read into the grant of the take.
-func grant(shapes []pace.Bucket, taken bool, now, gen int64, tats []int64) (pace.Grant, error) {
+func grant(shapes []driver.Shape, taken bool, now, gen int64, tats []int64) (driver.Grant, error) {
 	if len(tats) != len(shapes) {
-		return pace.Grant{}, fmt.Errorf("pgstore: take returned %d arrival times for %d shapes", len(tats), len(shapes))
+		return driver.Grant{}, fmt.Errorf("pgstore: take returned %d arrival times for %d shapes", len(tats), len(shapes))
 	}
-	var at [pace.MaxShapes]time.Duration
+	var at [driver.MaxShapes]time.Duration
 	for i, t := range tats {
 		at[i] = time.Duration(t)
 	}
 	return storekit.Grant(shapes, at[:len(shapes)], time.Duration(now), uint64(gen), taken)
 }
 
-// Take implements pace.Store.Take with pace.TakeAll, in one call of the
+// Take implements pace.Store.Take with driver.TakeAll, in one call of the
 // take_all function at the database clock, which locks the key's row
 // (arrival times in nanoseconds since the Unix epoch, one per shape) and
 // decides to the nanosecond; Take derives the grant from what it read with
-// pace.TakeAll and pace.RemainingAll. A refusal writes nothing; a take that
+// driver.TakeAll and driver.RemainingAll. A refusal writes nothing; a take that
 // leaves every shape full (cost zero) stores nothing.
-func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *Store) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if s.closed.Load() {
-		return pace.Grant{}, errClosed
+		return driver.Grant{}, errClosed
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
-		return pace.Grant{}, err
+	if err := driver.ValidateTake(key, shapes); err != nil {
+		return driver.Grant{}, err
 	}
 	intervals, tolerances := shapeArgs(shapes)
 	var taken bool
@@ -52,11 +51,11 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 	err := s.pool.QueryRow(ctx, s.q.takeAll, s.rowKey(key), intervals, tolerances, int64(storekit.NewGen()), s.nowArg(), s.sweep).
 		Scan(&taken, &now, &gen, &tats)
 	if err != nil {
-		return pace.Grant{}, fmt.Errorf("pgstore: Take: %w", err)
+		return driver.Grant{}, fmt.Errorf("pgstore: Take: %w", err)
 	}
 	g, err := grant(shapes, taken, now, gen, tats)
 	if err != nil {
-		return pace.Grant{}, fmt.Errorf("pgstore: Take: %w", err)
+		return driver.Grant{}, fmt.Errorf("pgstore: Take: %w", err)
 	}
 	return g, nil
 }
@@ -67,11 +66,11 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 // never deadlock) and reading the clock after each lock. A key given twice
 // is taken twice. A database error fails the whole call, and then no key
 // was taken (the transaction rolls back).
-func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateTakeMany(keys, shapes, out); err != nil {
+	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
@@ -113,21 +112,21 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucke
 	return nil
 }
 
-// Refund implements pace.Store.Refund with pace.RefundAll, in one call of the
+// Refund implements pace.Store.Refund with driver.RefundAll, in one call of the
 // refund_all function at the database clock. The refund is exact while the
 // key's reorder count still equals r.Gen; one that reorders raises the count
 // and is remembered, so that refunding the same receipt again gives nothing.
 // The zero Receipt, an absent or full key, and a receipt from before the
 // key was last absent (full or deleted) are left alone; a refund that leaves
 // every shape full deletes the row.
-func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s *Store) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
+	if err := driver.ValidateTake(key, shapes); err != nil {
 		return err
 	}
-	if r == (pace.Receipt{}) || r.Gen > math.MaxInt64 {
+	if r == (driver.Receipt{}) || r.Gen > math.MaxInt64 {
 		return nil // the zero Receipt, or none of this store's
 	}
 	intervals, _ := shapeArgs(shapes)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/takemodel"
 )
 
@@ -69,10 +70,10 @@ func TestTakeInvalidArguments(t *testing.T) {
 	if n := countRows(t, pool, schema, "takes"); n != 0 {
 		t.Errorf("invalid calls wrote %d rows; want none", n)
 	}
-	if err := s.TakeMany(ctx, nil, []pace.Bucket{ok}, nil); err != nil {
+	if err := s.TakeMany(ctx, nil, []driver.Shape{ok}, nil); err != nil {
 		t.Errorf("TakeMany of no keys = %v; want nil", err)
 	}
-	if err := s.Refund(ctx, "k", []pace.Bucket{ok}, pace.Receipt{At: 1, Gen: 1 << 63}); err != nil {
+	if err := s.Refund(ctx, "k", []driver.Shape{ok}, driver.Receipt{At: 1, Gen: 1 << 63}); err != nil {
 		t.Errorf("Refund of a receipt whose Gen no bigint holds = %v; want nil (nothing to give back)", err)
 	}
 }
@@ -88,14 +89,14 @@ func TestTakeDatabaseClock(t *testing.T) {
 	perSecond, perMinute := takemodel.MustBucket(t, 5, 5, 1), takemodel.MustBucket(t, 20, 20.0/60, 1)
 	const id = "client-42@203.0.113.7"
 	before := databaseNow(t, pool, schema)
-	g, err := s.Take(ctx, id, []pace.Bucket{perSecond, perMinute})
+	g, err := s.Take(ctx, id, []driver.Shape{perSecond, perMinute})
 	after := databaseNow(t, pool, schema)
 	if err != nil || !g.OK || int64(g.Receipt.At) < before || int64(g.Receipt.At) > after {
 		t.Fatalf("Take = %+v, %v; want OK, dated within [%d, %d]", g, err, before, after)
 	}
-	want := pace.Grant{OK: true, Remaining: 4, Reset: 3 * time.Second, Receipt: pace.Receipt{
+	want := driver.Grant{OK: true, Remaining: 4, Reset: 3 * time.Second, Receipt: driver.Receipt{
 		At: g.Receipt.At, Gen: g.Receipt.Gen,
-		Reserved: [pace.MaxShapes]time.Duration{g.Receipt.At + 200*time.Millisecond, g.Receipt.At + 3*time.Second},
+		Reserved: [driver.MaxShapes]time.Duration{g.Receipt.At + 200*time.Millisecond, g.Receipt.At + 3*time.Second},
 	}}
 	if g != want {
 		t.Errorf("Take of 5/s and 20/min on a new key = %+v; want %+v", g, want)
@@ -120,7 +121,7 @@ func TestTakeManyDeadlockFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 40, 40.0/3600, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 40, 40.0/3600, 1)}
 	keys := make([]string, 30)
 	for i := range keys {
 		keys[i] = fmt.Sprint("k", i)
@@ -142,7 +143,7 @@ func TestTakeManyDeadlockFree(t *testing.T) {
 				s, order = s2, reversed
 			}
 			for range 5 {
-				out := make([]pace.Grant, len(order))
+				out := make([]driver.Grant, len(order))
 				if err := s.TakeMany(context.Background(), order, shapes, out); err != nil {
 					errs <- err
 					return
@@ -188,7 +189,7 @@ func TestRefillWindowFromGo(t *testing.T) {
 
 // TestTakeAlternatesShapesAtExtremes drives one key through takes of one
 // shape and of several, TakeMany of the key repeated, and refunds of either,
-// on the shapes at the edges of what pace.NewBucket accepts, from instants
+// on the shapes at the edges of what driver.NewShape accepts, from instants
 // near 2^53 ns, t0 and in 2116, and requires the grants and stored states
 // of the Go arithmetic (takemodel) to the nanosecond. The clock only moves
 // forward, as in TestDifferentialTake.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
@@ -44,8 +45,8 @@ func TestTakeManyRepeatsAFreshKey(t *testing.T) {
 				clock := newFakeClock()
 				s, c := newTestStore(t, withClock(clock.Now))
 				ctx := context.Background()
-				shape := []pace.Bucket{takemodel.MustBucket(t, 5, 5, 1)}
-				var old pace.Grant
+				shape := []driver.Shape{takemodel.MustBucket(t, 5, 5, 1)}
+				var old driver.Grant
 				if stale {
 					var err error
 					if old, err = s.Take(ctx, "k", shape); err != nil || !old.OK {
@@ -60,11 +61,11 @@ func TestTakeManyRepeatsAFreshKey(t *testing.T) {
 				for i := range 9 {
 					keys = append(keys, "k", fmt.Sprint("other", i))
 				}
-				out := make([]pace.Grant, len(keys))
+				out := make([]driver.Grant, len(keys))
 				if err := s.TakeMany(ctx, keys, shape, out); err != nil {
 					t.Fatal(err)
 				}
-				var last pace.Grant
+				var last driver.Grant
 				occurrence := 0
 				for i, g := range out {
 					if keys[i] != "k" {
@@ -95,7 +96,7 @@ func TestTakeManyRepeatsAFreshKey(t *testing.T) {
 				if err := s.Refund(ctx, "k", shape, last.Receipt); err != nil {
 					t.Fatal(err)
 				}
-				got := make([]pace.Grant, 2)
+				got := make([]driver.Grant, 2)
 				if err := s.TakeMany(ctx, []string{"k", "k"}, shape, got); err != nil {
 					t.Fatal(err)
 				}
@@ -115,9 +116,9 @@ func TestTakeManyRepeatsAFreshKey(t *testing.T) {
 func TestTakeManyConcurrentBatchesOneKey(t *testing.T) {
 	bothTakeOneScripts(t, func(t *testing.T) {
 		s, _ := newTestStore(t)
-		shape := []pace.Bucket{takemodel.MustBucket(t, 50, 1.0/3600, 1)}
+		shape := []driver.Shape{takemodel.MustBucket(t, 50, 1.0/3600, 1)}
 		const callers, each = 6, 20
-		outs := make([][]pace.Grant, callers)
+		outs := make([][]driver.Grant, callers)
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Add(1)
@@ -127,7 +128,7 @@ func TestTakeManyConcurrentBatchesOneKey(t *testing.T) {
 				for j := range keys {
 					keys[j] = "hot"
 				}
-				outs[i] = make([]pace.Grant, each)
+				outs[i] = make([]driver.Grant, each)
 				if err := s.TakeMany(context.Background(), keys, shape, outs[i]); err != nil {
 					t.Error(err)
 				}
@@ -170,15 +171,15 @@ func TestTakeOneOnAKeyOfOtherShapes(t *testing.T) {
 		s, c := newTestStore(t, withClock(clock.Now))
 		ctx := context.Background()
 		fast := takemodel.MustBucket(t, 5, 5, 1)
-		three := []pace.Bucket{fast, takemodel.MustBucket(t, 20, 20.0/60, 1), takemodel.MustBucket(t, 100, 100.0/3600, 1)}
+		three := []driver.Shape{fast, takemodel.MustBucket(t, 20, 20.0/60, 1), takemodel.MustBucket(t, 100, 100.0/3600, 1)}
 		if g, err := s.Take(ctx, "k", three); err != nil || !g.OK {
 			t.Fatalf("Take(three shapes) = %+v, %v", g, err)
 		}
 		key := s.keys.key("k", nsTake)
 		before := storedTake(t, c, key)
 		clock.Advance(time.Second) // fast is full, the others live
-		out := make([]pace.Grant, 3)
-		if err := s.TakeMany(ctx, []string{"k", "k", "k"}, []pace.Bucket{fast}, out); err != nil {
+		out := make([]driver.Grant, 3)
+		if err := s.TakeMany(ctx, []string{"k", "k", "k"}, []driver.Shape{fast}, out); err != nil {
 			t.Fatal(err)
 		}
 		for i, g := range out {
@@ -194,7 +195,7 @@ func TestTakeOneOnAKeyOfOtherShapes(t *testing.T) {
 			t.Fatalf("key expires at %d ms; want %d (its latest arrival time)", got, want)
 		}
 		clock.Advance(2 * time.Hour) // every shape full
-		if err := s.TakeMany(ctx, []string{"k", "k"}, []pace.Bucket{fast}, out[:2]); err != nil {
+		if err := s.TakeMany(ctx, []string{"k", "k"}, []driver.Shape{fast}, out[:2]); err != nil {
 			t.Fatal(err)
 		}
 		if !out[0].OK || out[0].Remaining != 4 || !out[1].OK || out[1].Remaining != 3 {
@@ -217,7 +218,7 @@ func TestSharedExactRemainingOnOneKey(t *testing.T) {
 	run := func(t *testing.T, c redis.UniversalClient) {
 		clock := newFakeClock()
 		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
-		p, err := pace.NewShared(s, 10, pace.WithSharedClock(clock.Now))
+		p, err := pace.NewShared(s, 10, pace.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +277,7 @@ func TestSharedReturnsOfOneInstantAreExact(t *testing.T) {
 		clock := newFakeClock()
 		c := testClient(t)
 		s := mustNew(t, c, WithPrefix(testPrefix(t, c)), withClock(clock.Now))
-		p, err := pace.NewShared(s, 10, pace.WithSharedClock(clock.Now))
+		p, err := pace.NewShared(s, 10, pace.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}

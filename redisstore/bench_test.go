@@ -2,16 +2,15 @@ package redisstore
 
 import (
 	"context"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/benchkit"
+	"github.com/ratepace/pace/internal/takemodel"
+	"github.com/redis/go-redis/v9"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/benchkit"
-	"github.com/ratepace/pace/internal/takemodel"
-	"github.com/redis/go-redis/v9"
 )
 
 // benchKeys is the number of distinct keys the benchmarks spread over.
@@ -96,7 +95,7 @@ func benchDecisions(b *testing.B, c *redis.Client, decide func(ctx context.Conte
 // two in one run.
 func BenchmarkTake(b *testing.B) {
 	s, c := newTestStore(b)
-	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err
@@ -107,7 +106,7 @@ func BenchmarkTake(b *testing.B) {
 // the difference is the per-call cost of hashing the key.
 func BenchmarkTakeHashedKeys(b *testing.B) {
 	s, c := newTestStore(b, WithHashedKeys([]byte(testSecret)))
-	shapes := []pace.Bucket{takemodel.MustBucket(b, 1e6, 1e6, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(b, 1e6, 1e6, 1)}
 	benchDecisions(b, c, func(ctx context.Context, key string) (bool, error) {
 		g, err := s.Take(ctx, key, shapes)
 		return g.OK, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/redis/go-redis/v9"
 )
@@ -246,7 +247,7 @@ func TestBurstMatchesReference(t *testing.T) {
 }
 
 // TestTokenBucketMatchesReference runs random takes, with random shapes and
-// clock steps, through the Lua script and through pace.Bucket.Take, and
+// clock steps, through the Lua script and through driver.Shape.Take, and
 // requires the same decision, the same wait and the same stored TAT to the
 // nanosecond, with the key expiring when the bucket is full again.
 func TestTokenBucketMatchesReference(t *testing.T) {
@@ -290,7 +291,7 @@ func TestTokenBucketMatchesReference(t *testing.T) {
 		case 2:
 			k, sh = "slow", slowShapes[r.IntN(len(slowShapes))]
 		}
-		b, err := pace.NewBucket(sh.capacity, sh.rate, sh.cost)
+		b, err := driver.NewShape(sh.capacity, sh.rate, sh.cost)
 		ok, wait, gotErr := s.TokenBucket(ctx, k, sh.capacity, sh.rate, sh.cost)
 		if err != nil {
 			if !errors.Is(gotErr, pace.ErrInvalidArgument) {

@@ -5,11 +5,12 @@ go 1.24.0
 replace github.com/ratepace/pace => ../
 
 require (
-	github.com/ratepace/pace v0.0.0-00010101000000-000000000000
+	github.com/ratepace/pace v1.0.0
 	github.com/redis/go-redis/v9 v9.17.3
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	golang.org/x/sync v0.18.0 // indirect
 )

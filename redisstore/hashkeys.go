@@ -46,6 +46,6 @@ func (hs *hasher) write(b *strings.Builder, k string) {
 	sum := m.h.Sum(m.sum[:0])
 	var tag [hashedTagLen]byte
 	base64.RawStdEncoding.Encode(tag[:], sum[:16])
-	hs.pool.Put(m) // keys are validated first: buf holds at most pace.MaxKeyLen bytes
+	hs.pool.Put(m) // keys are validated first: buf holds at most driver.MaxKeyLen bytes
 	b.Write(tag[:])
 }

@@ -25,6 +25,9 @@ func TestContractHashedKeys(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) pace.Store {
 		return mustNew(t, c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)))
 	})
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
+		return mustNew(t, c, WithPrefix(testPrefix(t, c)), WithHashedKeys([]byte(testSecret)))
+	})
 }
 
 // TestHashedKeysHideClientIDs writes a client id in all five namespaces

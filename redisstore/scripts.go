@@ -55,7 +55,7 @@ end
 local function before(a_s, a_ns, b_s, b_ns) return a_s < b_s or (a_s == b_s and a_ns < b_ns) end
 `
 
-// bucketScript is one GCRA step of pace.Bucket.Take on the TAT stored at
+// bucketScript is one GCRA step of driver.Shape.Take on the TAT stored at
 // KEYS[1] as "<dd" (Unix seconds, nanoseconds). The key expires at the TAT,
 // when the bucket is full again.
 //

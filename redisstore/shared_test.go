@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/internal/sharedtest"
+	"github.com/ratepace/pace/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,7 +15,7 @@ import (
 func sharedBackend() sharedtest.Backend {
 	return sharedtest.Backend{
 		Processes: true,
-		Open: func(t testing.TB, config, ns string) pace.Store {
+		Open: func(t testing.TB, config, ns string) storetest.TakeStore {
 			var c redis.UniversalClient
 			if addrs := strings.Split(config, ","); len(addrs) > 1 {
 				c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,7 @@ import (
 // round trip (a Lua script, atomic on the server, or a native command), and
 // every decision takes the server's TIME, so clock skew between application
 // servers cannot change it. The scripts compute exactly the arithmetic of
-// pace.Bucket and the pace burst functions, to the nanosecond. Every key
+// driver.Shape and the pace burst functions, to the nanosecond. Every key
 // expires by itself once its state is indistinguishable from absent (a value
 // Set with ttl 0 excepted), and the five namespaces of a user key share one
 // Redis Cluster hash slot. Redis 6.2 or later is required.
@@ -112,13 +113,13 @@ func ceilMillis(d time.Duration) time.Duration {
 }
 
 // TokenBucket consumes cost tokens from the bucket at key; see
-// pace.Store.TokenBucket. The decision is one step of pace.Bucket.Take at the
+// pace.Store.TokenBucket. The decision is one step of driver.Shape.Take at the
 // server's time. The bucket's key expires when it has refilled to full.
 func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
 	if err := s.usable(); err != nil {
 		return false, 0, err
 	}
-	b, err := pace.ValidateTokenBucket(key, capacity, refillPerSec, cost)
+	b, err := driver.ValidateTokenBucket(key, capacity, refillPerSec, cost)
 	if err != nil {
 		return false, 0, err
 	}
@@ -142,7 +143,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, limit int64, ttl ti
 	if err := s.usable(); err != nil {
 		return false, 0, err
 	}
-	if err := pace.ValidateSlot(key, limit, ttl); err != nil {
+	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
 	ms := int64(ceilMillis(ttl) / time.Millisecond)
@@ -163,7 +164,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, key string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if err := slotReleaseScript.Run(ctx, s.client, []string{s.keys.key(key, nsSlot)}).Err(); err != nil {
@@ -179,7 +180,7 @@ func (s *Store) RefreshSlot(ctx context.Context, key string, ttl time.Duration) 
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateRefresh(key, ttl); err != nil {
+	if err := driver.ValidateRefresh(key, ttl); err != nil {
 		return err
 	}
 	if err := s.client.PExpire(ctx, s.keys.key(key, nsSlot), ceilMillis(ttl)).Err(); err != nil {
@@ -196,7 +197,7 @@ func (s *Store) AcquireSlotBurst(ctx context.Context, key string, sustained, cei
 	if err := s.usable(); err != nil {
 		return false, 0, err
 	}
-	if err := pace.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
 	n, err := s.burst(ctx, "a", key, sustained, ceiling, burstBudget, ttl)
@@ -216,7 +217,7 @@ func (s *Store) ReleaseSlotBurst(ctx context.Context, key string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if _, err := s.burst(ctx, "r", key, 0, 0, 0, 0); err != nil {
@@ -232,7 +233,7 @@ func (s *Store) RefreshSlotBurst(ctx context.Context, key string, ttl time.Durat
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateRefresh(key, ttl); err != nil {
+	if err := driver.ValidateRefresh(key, ttl); err != nil {
 		return err
 	}
 	if _, err := s.burst(ctx, "f", key, 0, 0, 0, ttl); err != nil {
@@ -254,7 +255,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
 	}
 	v, err := s.client.Get(ctx, s.keys.key(key, nsValue)).Bytes()
@@ -274,7 +275,7 @@ func (s *Store) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateSet(key, ttl); err != nil {
+	if err := driver.ValidateSet(key, ttl); err != nil {
 		return err
 	}
 	if value == nil {
@@ -292,7 +293,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateKey(key); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return err
 	}
 	if err := deleteScript.Run(ctx, s.client, s.keys.all(key)).Err(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/ratepace/pace/storetest"
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,9 @@ import (
 func TestContract(t *testing.T) {
 	c := testClient(t)
 	storetest.Run(t, func(t *testing.T) pace.Store {
+		return mustNew(t, c, WithPrefix(testPrefix(t, c)))
+	})
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
 		return mustNew(t, c, WithPrefix(testPrefix(t, c)))
 	})
 }
@@ -38,9 +42,11 @@ func TestContractCluster(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	t.Run("Plain", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c) })
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return mustNew(t, c) })
 	})
 	t.Run("HashedKeys", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c, WithHashedKeys([]byte(testSecret))) })
+		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return mustNew(t, c, WithHashedKeys([]byte(testSecret))) })
 	})
 	// A prefix with a hash tag of its own puts every key in one slot: one
 	// script call takes them all.
@@ -53,9 +59,9 @@ func TestContractCluster(t *testing.T) {
 		if bs := s.batches(keys); len(bs) != 2 {
 			t.Fatalf("300 keys in one slot went to %d script calls; want 2 (of at most %d)", len(bs), maxBatch)
 		}
-		out := make([]pace.Grant, len(keys))
-		b, _ := pace.NewBucket(1, 1.0/3600, 1)
-		if err := s.TakeMany(context.Background(), keys, []pace.Bucket{b}, out); err != nil {
+		out := make([]driver.Grant, len(keys))
+		b, _ := driver.NewShape(1, 1.0/3600, 1)
+		if err := s.TakeMany(context.Background(), keys, []driver.Shape{b}, out); err != nil {
 			t.Fatal(err)
 		}
 		for i, g := range out {
@@ -84,6 +90,7 @@ func TestContractRing(t *testing.T) {
 	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr(), "b": b.addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, func(t *testing.T) pace.Store { return mustNew(t, c) })
+	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return mustNew(t, c) })
 	// TakeMany's pipeline across the two servers, and the scripts'
 	// arithmetic, against the Go reference.
 	t.Run("TakeMatchesReference", func(t *testing.T) {
@@ -98,7 +105,7 @@ func TestContractRing(t *testing.T) {
 }
 
 func TestKeysShareHashSlot(t *testing.T) {
-	users := []string{"k", "user:42", "}", "}x", `\`, `\}`, `\\`, "{", "{}", "a}b", "{a}", "a{b}c", "\x00\xff", strings.Repeat("z", pace.MaxKeyLen)}
+	users := []string{"k", "user:42", "}", "}x", `\`, `\}`, `\\`, "{", "{}", "a}b", "{a}", "a{b}c", "\x00\xff", strings.Repeat("z", driver.MaxKeyLen)}
 	for _, prefix := range []string{DefaultPrefix, "", "app{1}:", "app{", "x}y"} {
 		kb := keyer{prefix: prefix}
 		if err := checkPrefix(prefix); err != nil {
@@ -332,7 +339,7 @@ func FuzzKeys(f *testing.F) {
 	f.Add("app{1}:", "{", "{}") // a prefix with its own tag
 	f.Add("a{", "}x", "x")      // a prefix ending in "{"
 	f.Fuzz(func(t *testing.T, prefix, a, b string) {
-		if checkPrefix(prefix) != nil || pace.ValidateKey(a) != nil || pace.ValidateKey(b) != nil {
+		if checkPrefix(prefix) != nil || driver.ValidateKey(a) != nil || driver.ValidateKey(b) != nil {
 			return // rejected before any key is built
 		}
 		kb := keyer{prefix: prefix}

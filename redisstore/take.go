@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"time"
-
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/storekit"
 	"github.com/redis/go-redis/v9"
+	"math"
+	"time"
 )
 
 // maxBatch is the most keys one script call of TakeMany decides, so that a
@@ -19,20 +18,20 @@ const maxBatch = 256
 
 // Take takes one take of every shape at key, all or nothing, in one script
 // call at the server's time; see pace.Store.Take. The script decides with
-// the arithmetic of pace.TakeAll on the key's arrival times, to the
+// the arithmetic of driver.TakeAll on the key's arrival times, to the
 // nanosecond, and returns what it read, from which Take reports the Grant
-// with pace.TakeAll and pace.RemainingAll. The key expires when every shape
+// with driver.TakeAll and driver.RemainingAll. The key expires when every shape
 // is full again.
-func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *Store) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.usable(); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
-		return pace.Grant{}, err
+	if err := driver.ValidateTake(key, shapes); err != nil {
+		return driver.Grant{}, err
 	}
-	var out [1]pace.Grant
+	var out [1]driver.Grant
 	if err := s.takeMany(ctx, "Take", []string{key}, shapes, out[:]); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	return out[0], nil
 }
@@ -45,11 +44,11 @@ func (s *Store) Take(ctx context.Context, key string, shapes []pace.Bucket) (pac
 // decided atomically on its own, all at one reading of the clock per call.
 // keys may repeat: each occurrence takes. A backend error fails the whole
 // call and leaves out undefined, though some keys may have been taken.
-func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateTakeMany(keys, shapes, out); err != nil {
+	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
 		return err
 	}
 	return s.takeMany(ctx, "TakeMany", keys, shapes, out)
@@ -65,7 +64,7 @@ type takeBatch struct {
 
 // takeMany runs the take script on keys, whose arguments the caller has
 // validated, writing out.
-func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -103,7 +102,7 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 // packOne returns the argument of takeOneScript: b's interval and
 // tolerance, each as (seconds, nanoseconds), and gen, as five little-endian
 // doubles, all integers below 2^53 and so exact.
-func packOne(b pace.Bucket, gen uint64) string {
+func packOne(b driver.Shape, gen uint64) string {
 	is, in := split(b.Interval())
 	ts, tn := split(b.Tolerance())
 	var packed [40]byte
@@ -179,7 +178,7 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBat
 
 // readTakes turns the reply of one call of takeScript or takeOneScript,
 // given gen as the count of a key it creates, into grants.
-func readTakes(b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) error {
+func readTakes(b takeBatch, shapes []driver.Shape, gen uint64, out []driver.Grant) error {
 	res, err := b.cmd.Int64Slice()
 	if err != nil {
 		return err
@@ -192,7 +191,7 @@ func readTakes(b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) 
 		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
 	}
 	now := time.Duration(res[0])*time.Second + time.Duration(res[1])
-	var tats [pace.MaxShapes]time.Duration
+	var tats [driver.MaxShapes]time.Duration
 	for j, i := range b.at {
 		r := res[2+j*(2+2*n):]
 		for k := range n {
@@ -209,7 +208,7 @@ func readTakes(b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) 
 
 // readTakesOne is readTakes for takeOneScript's reply: one number per fresh
 // key, four per live one.
-func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, out []pace.Grant) error {
+func readTakesOne(res []int64, b takeBatch, shapes []driver.Shape, gen uint64, out []driver.Grant) error {
 	malformed := func() error {
 		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))
 	}
@@ -220,7 +219,7 @@ func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, ou
 	r := res[2:]
 	for _, i := range b.at {
 		var (
-			g   pace.Grant
+			g   driver.Grant
 			err error
 		)
 		switch {
@@ -246,21 +245,21 @@ func readTakesOne(res []int64, b takeBatch, shapes []pace.Bucket, gen uint64, ou
 }
 
 // Refund gives back the take that r describes, in one script call at the
-// server's time; see pace.Store.Refund. The script is pace.RefundAll on the
+// server's time; see pace.Store.Refund. The script is driver.RefundAll on the
 // key's arrival times, exact while the key's reorder count still equals
 // r.Gen; a refund that reorders raises the count and is remembered, so that
 // refunding the same receipt again gives nothing. The zero Receipt, an
 // absent key, a full one, and a receipt taken before the key was last
 // absent (full or deleted) are left alone; a key that the refund leaves full
 // is deleted.
-func (s *Store) Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error {
+func (s *Store) Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := pace.ValidateTake(key, shapes); err != nil {
+	if err := driver.ValidateTake(key, shapes); err != nil {
 		return err
 	}
-	if r == (pace.Receipt{}) {
+	if r == (driver.Receipt{}) {
 		return nil
 	}
 	as, an := split(r.At)

@@ -3,13 +3,12 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/takemodel"
+	"github.com/redis/go-redis/v9"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/takemodel"
-	"github.com/redis/go-redis/v9"
 )
 
 // storedTake decodes the state the scripts keep at key: nil when absent.
@@ -78,7 +77,7 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 	ctx := context.Background()
 	slow, free := takemodel.MustBucket(t, 10, 1, 1), takemodel.MustBucket(t, 100, 1e6, 0)
 	var m takemodel.Model
-	step := func(what string, shapes []pace.Bucket) {
+	step := func(what string, shapes []driver.Shape) {
 		t.Helper()
 		g, err := s.Take(ctx, "k", shapes)
 		if err != nil {
@@ -92,14 +91,14 @@ func TestTakeFreeOnFullKeyClockBack(t *testing.T) {
 			t.Fatalf("%s = %+v; reference %+v, both want OK", what, g, want)
 		}
 	}
-	step("Take(slow)", []pace.Bucket{slow})
+	step("Take(slow)", []driver.Shape{slow})
 	clock.Advance(2 * time.Second) // full again
-	step("Take(free) on the full key", []pace.Bucket{free})
+	step("Take(free) on the full key", []driver.Shape{free})
 	if st := storedTake(t, c, s.keys.key("k", nsTake)); st != nil {
 		t.Fatalf("after a free take on a full key the server holds %+v; want no key", *st)
 	}
 	clock.Advance(-1500 * time.Millisecond)
-	step("Take(free) after the clock stepped back", []pace.Bucket{free})
+	step("Take(free) after the clock stepped back", []driver.Shape{free})
 }
 
 // TestTakeMatchesReferenceBefore70 runs the scenarios of

@@ -2,19 +2,18 @@ package redisstore
 
 import (
 	"fmt"
-	"testing"
-	"time"
-
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/internal/takemodel"
+	"testing"
+	"time"
 )
 
 // TestTakeAlternatesShapesAtExtremes drives one key through single-shape
 // takes (takeOneScript) and multi-shape takes (takeScript), TakeMany of the
 // key repeated, and refunds of either, on the shapes at the edges of what
-// pace.NewBucket accepts, from instants an hour ahead and in 2116 (Redis expires keys on its own
+// driver.NewShape accepts, from instants an hour ahead and in 2116 (Redis expires keys on its own
 // clock, so the fake one must stay ahead of it),
 // with the clock stepped back now and then, and requires the grants and
 // stored states of the Go arithmetic (takemodel) to the nanosecond, and
@@ -49,12 +48,12 @@ func TestTakeAlternatesShapesAtExtremes(t *testing.T) {
 // live one, in the order of the keys; a reply of the wrong length or with an
 // unknown code is an error, not a grant.
 func TestReadTakesOne(t *testing.T) {
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 5, 5, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 5, 5, 1)}
 	const nowS, nowNs, gen, liveGen = 1_700_000_000, 250_000_000, 77, 42
 	now := time.Duration(nowS)*time.Second + nowNs
 	tat := now + 300*time.Millisecond
 	b := takeBatch{keys: []string{"fresh", "live"}, at: []int{1, 0}}
-	out := make([]pace.Grant, 2)
+	out := make([]driver.Grant, 2)
 	res := []int64{nowS, nowNs, 1, 3, liveGen, int64(tat / time.Second), int64(tat % time.Second)}
 	if err := readTakesOne(res, b, shapes, gen, out); err != nil {
 		t.Fatalf("readTakesOne(%v) = %v", res, err)

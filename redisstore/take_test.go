@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/takemodel"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,15 +32,15 @@ func TestTakeInvalidArguments(t *testing.T) {
 	if n, err := c.Exists(ctx, s.keys.key("k", nsTake), s.keys.key("j", nsTake)).Result(); n != 0 || err != nil {
 		t.Errorf("invalid calls wrote %d keys (err %v); want none", n, err)
 	}
-	if err := s.TakeMany(ctx, nil, []pace.Bucket{ok}, nil); err != nil {
+	if err := s.TakeMany(ctx, nil, []driver.Shape{ok}, nil); err != nil {
 		t.Errorf("TakeMany of no keys = %v; want nil", err)
 	}
 	s.Close(ctx)
-	_, err := s.Take(ctx, "k", []pace.Bucket{ok})
+	_, err := s.Take(ctx, "k", []driver.Shape{ok})
 	for name, err := range map[string]error{
 		"Take":     err,
-		"TakeMany": s.TakeMany(ctx, []string{"k"}, []pace.Bucket{ok}, make([]pace.Grant, 1)),
-		"Refund":   s.Refund(ctx, "k", []pace.Bucket{ok}, pace.Receipt{At: 1}),
+		"TakeMany": s.TakeMany(ctx, []string{"k"}, []driver.Shape{ok}, make([]driver.Grant, 1)),
+		"Refund":   s.Refund(ctx, "k", []driver.Shape{ok}, driver.Receipt{At: 1}),
 	} {
 		if !errors.Is(err, pace.ErrClosed) {
 			t.Errorf("%s after Close = %v; want an error wrapping ErrClosed", name, err)
@@ -58,7 +59,7 @@ func TestTakeServerClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Take(ctx, "k", []pace.Bucket{perSecond, perMinute})
+	g, err := s.Take(ctx, "k", []driver.Shape{perSecond, perMinute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +71,9 @@ func TestTakeServerClock(t *testing.T) {
 	if !g.OK || at.Before(before) || at.After(after) {
 		t.Fatalf("Take = %+v; want OK, dated within the server's TIME [%v, %v]", g, before, after)
 	}
-	want := pace.Grant{OK: true, Remaining: 4, Reset: 3 * time.Second, Receipt: pace.Receipt{
+	want := driver.Grant{OK: true, Remaining: 4, Reset: 3 * time.Second, Receipt: driver.Receipt{
 		At: g.Receipt.At, Gen: g.Receipt.Gen,
-		Reserved: [pace.MaxShapes]time.Duration{g.Receipt.At + 200*time.Millisecond, g.Receipt.At + 3*time.Second},
+		Reserved: [driver.MaxShapes]time.Duration{g.Receipt.At + 200*time.Millisecond, g.Receipt.At + 3*time.Second},
 	}}
 	if g != want {
 		t.Errorf("Take of 5/s and 20/min on a new key = %+v; want %+v", g, want)
@@ -86,18 +87,18 @@ func TestTakeAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	three, ten := takemodel.MustBucket(t, 3, 3.0/3600, 1), takemodel.MustBucket(t, 10, 10.0/3600, 1)
 	for i := range 5 {
-		g, err := s.Take(ctx, "k", []pace.Bucket{three, ten})
+		g, err := s.Take(ctx, "k", []driver.Shape{three, ten})
 		if err != nil || g.OK != (i < 3) {
 			t.Fatalf("take %d = %+v, %v; want OK %v", i+1, g, err, i < 3)
 		}
-		if i >= 3 && (g.Remaining != 0 || g.RetryAfter <= 0 || g.Receipt != (pace.Receipt{})) {
+		if i >= 3 && (g.Remaining != 0 || g.RetryAfter <= 0 || g.Receipt != (driver.Receipt{})) {
 			t.Fatalf("refused take %d = %+v; want no remaining, a wait and no receipt", i+1, g)
 		}
 	}
 	// Under a roomy first shape, the second shows what it kept: 3 of 10
 	// taken, then this one.
 	roomy := takemodel.MustBucket(t, 1e6, 1, 1)
-	g, err := s.Take(ctx, "k", []pace.Bucket{roomy, ten})
+	g, err := s.Take(ctx, "k", []driver.Shape{roomy, ten})
 	if err != nil || !g.OK || g.Remaining != 6 {
 		t.Fatalf("Take under a roomy first shape = %+v, %v; want OK with 6 left of 10 (refusals debited nothing)", g, err)
 	}
@@ -116,10 +117,10 @@ func TestTakeConcurrentRefunds(t *testing.T) {
 	t.Cleanup(func() { c2.Close() })
 	s2 := mustNew(t, c2, WithPrefix(s1.keys.prefix))
 	stores := []*Store{s1, s2}
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 7, 7.0/3600, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 7, 7.0/3600, 1)}
 	ctx := context.Background()
 
-	race := func() (got []pace.Receipt, wait time.Duration) {
+	race := func() (got []driver.Receipt, wait time.Duration) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		var failed atomic.Int64
@@ -172,10 +173,10 @@ func TestTakeConcurrentRefunds(t *testing.T) {
 // and 7 more are admitted.
 func TestTakeRefundsInReverseAreExact(t *testing.T) {
 	s, c := newTestStore(t)
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 7, 7.0/3600, 1), takemodel.MustBucket(t, 100, 1, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 7, 7.0/3600, 1), takemodel.MustBucket(t, 100, 1, 1)}
 	ctx := context.Background()
 	for round := range 2 {
-		var receipts []pace.Receipt
+		var receipts []driver.Receipt
 		for i := range 8 {
 			g, err := s.Take(ctx, "k", shapes)
 			if err != nil || g.OK != (i < 7) {
@@ -204,12 +205,12 @@ func TestTakeManyOneScriptCall(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := mustNew(t, c)
 	ctx := context.Background()
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 2, 2.0/3600, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 2, 2.0/3600, 1)}
 	keys := make([]string, 100)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i%50) // each key twice
 	}
-	out := make([]pace.Grant, len(keys))
+	out := make([]driver.Grant, len(keys))
 	if err := s.TakeMany(ctx, keys[:1], shapes, out[:1]); err != nil { // loads the script
 		t.Fatal(err)
 	}
@@ -256,12 +257,12 @@ func TestTakeManyAfterScriptFlush(t *testing.T) {
 	t.Cleanup(func() { ring.Close() })
 	s := mustNew(t, ring)
 	ctx := context.Background()
-	shapes := []pace.Bucket{takemodel.MustBucket(t, 1, 1.0/3600, 1)}
+	shapes := []driver.Shape{takemodel.MustBucket(t, 1, 1.0/3600, 1)}
 	keys := make([]string, 40)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%d", i)
 	}
-	out := make([]pace.Grant, len(keys))
+	out := make([]driver.Grant, len(keys))
 	for round := range 2 {
 		for _, addr := range []string{a.addr(), b.addr()} {
 			c := redis.NewClient(&redis.Options{Addr: addr})

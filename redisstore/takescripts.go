@@ -1,6 +1,8 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts of Take, TakeMany and Refund keep, at the key's ":t" key, the
 // state of a key limited by several bucket shapes at once, packed as
@@ -9,7 +11,7 @@ import "github.com/redis/go-redis/v9"
 //	gen, born, memo_at_s, memo_at_ns, memo_reserved_s, memo_reserved_ns, memo_gen,
 //	tat_s, tat_ns (one pair per shape, in the order of the shapes)
 //
-// gen is the key's reorder count (pace.Receipt.Gen): it starts, for a new
+// gen is the key's reorder count (driver.Receipt.Gen): it starts, for a new
 // key, at a random number below 2^52 that the caller draws, kept as born,
 // and grows by one for each refund that reorders; it stays far below 2^53,
 // where a double is exact. The receipts of the key since it was created
@@ -75,7 +77,7 @@ local function store(key, st, now_s, now_ns)
 end
 `
 
-// takeScript is pace.TakeAll on the state of every key of KEYS, one key
+// takeScript is driver.TakeAll on the state of every key of KEYS, one key
 // after the other, at one reading of the clock: all of a key's shapes or
 // none. A shape the key has no arrival time for is full.
 //
@@ -83,8 +85,8 @@ end
 // then the gen of a key created by this call, then [now (s, ns)].
 // Returns now (s, ns), then per key: 1 when taken else 0, the key's gen
 // before the take, and the n arrival times (s, ns) it had before the
-// decision, from which the caller derives the grant (pace.TakeAll and
-// pace.RemainingAll on the same numbers).
+// decision, from which the caller derives the grant (driver.TakeAll and
+// driver.RemainingAll on the same numbers).
 var takeScript = redis.NewScript(luaClock + luaPairs + `
 local n = tonumber(ARGV[1])
 local interval_s, interval_ns, tolerance_s, tolerance_ns = {}, {}, {}, {}
@@ -106,7 +108,7 @@ for k = 1, #KEYS do
   for i = 1, n do
     local tat_s, tat_ns = st[6 + 2 * i] or now_s, st[7 + 2 * i] or now_ns
     out[at + 1 + 2 * i], out[at + 2 + 2 * i] = tat_s, tat_ns
-    -- pace.Bucket.Take
+    -- driver.Shape.Take
     local base_s, base_ns = later(tat_s, tat_ns, now_s, now_ns)
     local ahead_s, ahead_ns = sub(base_s, base_ns, now_s, now_ns)
     local debt_s, debt_ns = add(ahead_s, ahead_ns, interval_s[i], interval_ns[i])
@@ -204,7 +206,7 @@ for k = 1, #KEYS do
     end
   else
     out[at + 1], out[at + 2], out[at + 3], out[at + 4] = 2, gen, tat_s, tat_ns
-    -- pace.Bucket.Take
+    -- driver.Shape.Take
     local base_s, base_ns = tat_s, tat_ns
     if before(tat_s, tat_ns, now_s, now_ns) then base_s, base_ns = now_s, now_ns end
     local debt_s, debt_ns = carry(base_s - now_s + interval_s, base_ns - now_ns + interval_ns)
@@ -235,7 +237,7 @@ end
 return out
 `
 
-// refundScript is pace.RefundAll of one receipt on the state at KEYS[1],
+// refundScript is driver.RefundAll of one receipt on the state at KEYS[1],
 // with the rule of pace.Buckets: the refund is intact while the key's gen
 // still equals the receipt's; one that reorders raises the gen and is
 // remembered, so that a second refund of the same receipt gives nothing. An
@@ -270,7 +272,7 @@ for i = 1, n do
   local interval_s, interval_ns = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   local reserved_s, reserved_ns = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local tat_s, tat_ns = st[6 + 2 * i], st[7 + 2 * i]
-  -- pace.Bucket.Refund
+  -- driver.Shape.Refund
   local end_s, end_ns = add(taken_s, taken_ns, interval_s, interval_ns)
   local again = false
   if intact then

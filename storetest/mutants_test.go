@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/memory"
@@ -90,15 +91,17 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // runRecorded runs the suite on the stores newStore makes from one fake
 // clock, and returns the failures by subtest.
-func runRecorded(newStore func(clk *fakeclock.Clock) pace.Store) map[string][]string {
+func runRecorded(newStore func(clk *fakeclock.Clock) TakeStore) map[string][]string {
 	clk := fakeclock.New(epoch)
 	f := &failures{msgs: make(map[string][]string)}
-	run(&recorder{name: "root", failures: f}, func(tb) pace.Store { return newStore(clk) }, WithClock(clk.Advance))
+	rec := &recorder{name: "root", failures: f}
+	run(rec, seed, func(tb) (pace.Store, driver.Taker) { return newStore(clk), nil }, WithAdvance(clk.Advance))
+	run(rec, takes, func(tb) (pace.Store, driver.Taker) { s := newStore(clk); return s, s }, WithAdvance(clk.Advance))
 	return f.msgs
 }
 
 func TestSuitePassesMemoryStore(t *testing.T) {
-	got := runRecorded(func(clk *fakeclock.Clock) pace.Store { return memory.New(memory.WithClock(clk.Now)) })
+	got := runRecorded(func(clk *fakeclock.Clock) TakeStore { return memory.New(memory.WithClock(clk.Now)) })
 	for name, msgs := range got {
 		t.Errorf("%s failed on the memory store: %s", name, strings.Join(msgs, "; "))
 	}
@@ -131,167 +134,171 @@ type mutant struct {
 	name     string
 	bug      string
 	caughtBy string // the subtest that must fail
-	store    func(clk *fakeclock.Clock) pace.Store
+	store    func(clk *fakeclock.Clock) TakeStore
 }
 
 func mem(clk *fakeclock.Clock) *memory.Store { return memory.New(memory.WithClock(clk.Now)) }
 
 var mutants = []mutant{
 	{"ExtraToken", "TokenBucket admits one token more than the capacity", "TokenBucketAdmitsCapacity",
-		func(clk *fakeclock.Clock) pace.Store { return extraToken{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return extraToken{mem(clk)} }},
 	{"IgnoresCost", "TokenBucket debits one token whatever the cost", "TokenBucketCost",
-		func(clk *fakeclock.Clock) pace.Store { return ignoresCost{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return ignoresCost{mem(clk)} }},
 	{"RetryAfterZero", "TokenBucket reports retryAfter 0 on a refusal", "TokenBucketRetryAfter",
-		func(clk *fakeclock.Clock) pace.Store { return retryAfterZero{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return retryAfterZero{mem(clk)} }},
 	{"AcceptsZeroLimit", "AcquireSlot treats a limit below 1 as 1", "AcquireSlotInvalidArguments",
-		func(clk *fakeclock.Clock) pace.Store { return acceptsZeroLimit{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return acceptsZeroLimit{mem(clk)} }},
 	{"ReleaseDoesNothing", "ReleaseSlot does nothing", "AcquireSlotLimit",
-		func(clk *fakeclock.Clock) pace.Store { return releaseNoop{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return releaseNoop{mem(clk)} }},
 	{"RejectionIncrements", "a rejected AcquireSlot still increments the counter", "AcquireSlotRejectionLeavesCounter",
-		func(clk *fakeclock.Clock) pace.Store { return rejectionIncrements{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return rejectionIncrements{mem(clk)} }},
 	{"NoCeiling", "AcquireSlotBurst admits past the ceiling", "AcquireSlotBurstCeiling",
-		func(clk *fakeclock.Clock) pace.Store { return noCeiling{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return noCeiling{mem(clk)} }},
 	{"BudgetNeverDrains", "elapsed time is never charged, so the burst budget never drains", "AcquireSlotBurstBudgetExhausted",
-		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{noCharge: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newBurstMutant(clk, burstBugs{noCharge: true}) }},
 	{"ExpiryLaundersBudget", "an expired burst slot starts again with a full budget", "AcquireSlotBurstExpiryKeepsDebt",
-		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{launder: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newBurstMutant(clk, burstBugs{launder: true}) }},
 	{"ReleaseDoesNotCharge", "ReleaseSlotBurst decrements without charging the time at the old count", "ReleaseSlotBurstChargesTime",
-		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{releaseNoCharge: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newBurstMutant(clk, burstBugs{releaseNoCharge: true}) }},
 	{"RefreshResurrects", "RefreshSlotBurst extends an expired slot, bringing its holders back", "RefreshSlotBurstNoResurrection",
-		func(clk *fakeclock.Clock) pace.Store { return newBurstMutant(clk, burstBugs{refreshResurrects: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newBurstMutant(clk, burstBugs{refreshResurrects: true}) }},
 	{"MissingTTL", "Set ignores its TTL", "SetTTLExpires",
-		func(clk *fakeclock.Clock) pace.Store { return missingTTL{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return missingTTL{mem(clk)} }},
 	{"GetAliases", "Get returns the same slice to every caller", "GetReturnsCopy",
-		func(clk *fakeclock.Clock) pace.Store { return newAliasing(mem(clk), false) }},
+		func(clk *fakeclock.Clock) TakeStore { return newAliasing(mem(clk), false) }},
 	{"SetAliases", "Set keeps the caller's slice", "GetReturnsCopy",
-		func(clk *fakeclock.Clock) pace.Store { return newAliasing(mem(clk), true) }},
+		func(clk *fakeclock.Clock) TakeStore { return newAliasing(mem(clk), true) }},
 	{"NilErrorOnMissingKey", "Get returns nil, nil for an absent key", "GetNotFound",
-		func(clk *fakeclock.Clock) pace.Store { return nilOnMissing{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return nilOnMissing{mem(clk)} }},
 	{"SlotNamespacesCollide", "plain slots are kept as burst slots under the same key", "NamespacesSeparate",
-		func(clk *fakeclock.Clock) pace.Store { return collide{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return collide{mem(clk)} }},
 	{"DeleteKeepsBuckets", "Delete leaves the token bucket in place", "DeleteClearsAllNamespaces",
-		func(clk *fakeclock.Clock) pace.Store { return deleteKeepsBuckets{Store: mem(clk), buckets: mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore {
+			return deleteKeepsBuckets{TakeStore: mem(clk), buckets: mem(clk)}
+		}},
 	{"RefundOverRefunds", "a refund gives back a whole interval of every shape, whatever has refilled", "RefundLateGivesOnlyItsOwnPart",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{overRefund: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{overRefund: true}) }},
 	{"RefundIgnoresReorders", "a refund treats every receipt as intact, whatever was given back out of order since", "RefundNeverOverPace",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{ignoreReorders: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{ignoreReorders: true}) }},
 	{"RefundNeverIntact", "a refund treats every receipt as no longer intact", "RefundLateGivesOnlyItsOwnPart",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{neverIntact: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{neverIntact: true}) }},
 	{"RefundMemoWithoutGen", "the memo of the latest reordering refund ignores Gen, so another take with the same At and Reserved gives nothing", "RefundAtOnceIsExact",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{memoWithoutGen: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{memoWithoutGen: true}) }},
 	{"TakeDebitsOnRefusal", "a take refused by one shape debits the shapes that would have admitted it", "TakeSeveralShapesAllOrNothing",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{debitOnRefusal: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{debitOnRefusal: true}) }},
 	{"TakeFirstShapeOnly", "only the first shape decides and is debited", "TakeSeveralShapesAdmitWhatAllAllow",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeOnly: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{firstShapeOnly: true}) }},
 	{"RemainingPlusOne", "Remaining counts the take just made as still there", "TakeReportsGrant",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{remainingPlusOne: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{remainingPlusOne: true}) }},
 	{"RemainingOfLoosestShape", "Remaining is that of the shape with the most left", "TakeReportsGrant",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{loosestRemaining: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{loosestRemaining: true}) }},
 	{"RetryAfterShortest", "RetryAfter is the shortest wait of the shapes that refuse", "TakeReportsGrant",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{shortestRetry: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{shortestRetry: true}) }},
 	{"ResetOfFirstShape", "Reset is the first shape's", "TakeReportsGrant",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{firstShapeReset: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{firstShapeReset: true}) }},
 	{"TakeManyMixesKeys", "TakeMany writes the grants in the reverse order of the keys", "TakeManyEqualsTake",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{manyMixesKeys: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{manyMixesKeys: true}) }},
 	{"RefundOutlivesDelete", "a refund of a take made before Delete gives back to the key made since", "RefundAfterDeleteGivesNothing",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{refundsOldKeys: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{refundsOldKeys: true}) }},
 	{"DeleteKeepsTakes", "Delete leaves the Take rows", "DeleteClearsAllNamespaces",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{deleteKeepsTakes: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{deleteKeepsTakes: true}) }},
 	{"ZeroReceiptRefunds", "a refund of the zero Receipt gives back one interval", "RefundZeroReceipt",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{zeroRefunds: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{zeroRefunds: true}) }},
 	{"TakeNotAtomic", "a take reads and writes its key under two separate locks", "ConcurrentTake",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{racyTake: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{racyTake: true}) }},
 	{"TakeAcceptsZeroBucket", "the zero Bucket is taken as a shape", "TakeInvalidArguments",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{zeroBucketOK: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{zeroBucketOK: true}) }},
 	{"ReceiptInMicroseconds", "receipt times are microseconds", "TakeReceiptTimes",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{microseconds: true}) }},
 	{"TakeIgnoresClose", "Take, TakeMany and Refund work after Close", "Close",
-		func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
+		func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{ignoresClose: true}) }},
 	{"DeleteLosesRace", "Delete gives up when a take changes the bucket while it runs", "ConcurrentDeleteTokenBucket",
-		func(clk *fakeclock.Clock) pace.Store { return &deleteLosesRace{Store: mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return &deleteLosesRace{TakeStore: mem(clk)} }},
 	{"CloseDoesNothing", "Close does nothing", "Close",
-		func(clk *fakeclock.Clock) pace.Store { return closeNoop{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return closeNoop{mem(clk)} }},
 	{"IgnoresContext", "a canceled context is ignored", "ContextCanceled",
-		func(clk *fakeclock.Clock) pace.Store { return ignoresContext{mem(clk)} }},
+		func(clk *fakeclock.Clock) TakeStore { return ignoresContext{mem(clk)} }},
 }
 
-type extraToken struct{ pace.Store }
+type extraToken struct{ TakeStore }
 
 func (s extraToken) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
-	return s.Store.TokenBucket(ctx, key, capacity+1, rate, cost)
+	return s.TakeStore.TokenBucket(ctx, key, capacity+1, rate, cost)
 }
 
-type ignoresCost struct{ pace.Store }
+type ignoresCost struct{ TakeStore }
 
 func (s ignoresCost) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
 	if cost > 0 && cost <= capacity {
 		cost = 1
 	}
-	return s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	return s.TakeStore.TokenBucket(ctx, key, capacity, rate, cost)
 }
 
-type retryAfterZero struct{ pace.Store }
+type retryAfterZero struct{ TakeStore }
 
 func (s retryAfterZero) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
-	ok, _, err := s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	ok, _, err := s.TakeStore.TokenBucket(ctx, key, capacity, rate, cost)
 	return ok, 0, err
 }
 
-type acceptsZeroLimit struct{ pace.Store }
+type acceptsZeroLimit struct{ TakeStore }
 
 func (s acceptsZeroLimit) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
-	return s.Store.AcquireSlot(ctx, key, max(limit, 1), ttl)
+	return s.TakeStore.AcquireSlot(ctx, key, max(limit, 1), ttl)
 }
 
-type releaseNoop struct{ pace.Store }
+type releaseNoop struct{ TakeStore }
 
-func (s releaseNoop) ReleaseSlot(ctx context.Context, key string) error { return pace.ValidateKey(key) }
+func (s releaseNoop) ReleaseSlot(ctx context.Context, key string) error {
+	return driver.ValidateKey(key)
+}
 
-type rejectionIncrements struct{ pace.Store }
+type rejectionIncrements struct{ TakeStore }
 
 func (s rejectionIncrements) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
-	ok, cur, err := s.Store.AcquireSlot(ctx, key, limit, ttl)
+	ok, cur, err := s.TakeStore.AcquireSlot(ctx, key, limit, ttl)
 	if err == nil && !ok {
-		_, _, _ = s.Store.AcquireSlot(ctx, key, cur+1, ttl) // the increment that was not rolled back
+		_, _, _ = s.TakeStore.AcquireSlot(ctx, key, cur+1, ttl) // the increment that was not rolled back
 	}
 	return ok, cur, err
 }
 
-type noCeiling struct{ pace.Store }
+type noCeiling struct{ TakeStore }
 
 func (s noCeiling) AcquireSlotBurst(ctx context.Context, key string, sustained, ceiling int64, budget, ttl time.Duration) (bool, int64, error) {
-	ok, cur, err := s.Store.AcquireSlotBurst(ctx, key, sustained, ceiling, budget, ttl)
+	ok, cur, err := s.TakeStore.AcquireSlotBurst(ctx, key, sustained, ceiling, budget, ttl)
 	if err == nil && !ok && cur >= ceiling {
 		return true, cur + 1, nil
 	}
 	return ok, cur, err
 }
 
-type missingTTL struct{ pace.Store }
+type missingTTL struct{ TakeStore }
 
 func (s missingTTL) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if ttl < 0 {
-		return s.Store.Set(ctx, key, value, ttl)
+		return s.TakeStore.Set(ctx, key, value, ttl)
 	}
-	return s.Store.Set(ctx, key, value, 0)
+	return s.TakeStore.Set(ctx, key, value, 0)
 }
 
 // aliasing keeps the bytes of each value itself, and returns them (or
 // stores the caller's) without copying; the wrapped store still decides
 // presence and expiry.
 type aliasing struct {
-	pace.Store
+	TakeStore
 	keepCallers bool
 	mu          sync.Mutex
 	values      map[string][]byte
 }
 
-func newAliasing(s pace.Store, keepCallers bool) *aliasing {
-	return &aliasing{Store: s, keepCallers: keepCallers, values: make(map[string][]byte)}
+func newAliasing(s TakeStore, keepCallers bool) *aliasing {
+	return &aliasing{TakeStore: s, keepCallers: keepCallers, values: make(map[string][]byte)}
 }
 
 func (s *aliasing) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := s.Store.Set(ctx, key, value, ttl); err != nil {
+	if err := s.TakeStore.Set(ctx, key, value, ttl); err != nil {
 		return err
 	}
 	if !s.keepCallers {
@@ -304,7 +311,7 @@ func (s *aliasing) Set(ctx context.Context, key string, value []byte, ttl time.D
 }
 
 func (s *aliasing) Get(ctx context.Context, key string) ([]byte, error) {
-	if _, err := s.Store.Get(ctx, key); err != nil {
+	if _, err := s.TakeStore.Get(ctx, key); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -315,10 +322,10 @@ func (s *aliasing) Get(ctx context.Context, key string) ([]byte, error) {
 	return s.values[key], nil
 }
 
-type nilOnMissing struct{ pace.Store }
+type nilOnMissing struct{ TakeStore }
 
 func (s nilOnMissing) Get(ctx context.Context, key string) ([]byte, error) {
-	v, err := s.Store.Get(ctx, key)
+	v, err := s.TakeStore.Get(ctx, key)
 	if err != nil && errors.Is(err, pace.ErrNotFound) {
 		return nil, nil
 	}
@@ -327,27 +334,27 @@ func (s nilOnMissing) Get(ctx context.Context, key string) ([]byte, error) {
 
 // collide keeps plain slots as burst slots with no budget, under the same
 // keys as the burst slots.
-type collide struct{ pace.Store }
+type collide struct{ TakeStore }
 
 func (s collide) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
-	return s.Store.AcquireSlotBurst(ctx, key, limit, limit, 0, ttl)
+	return s.TakeStore.AcquireSlotBurst(ctx, key, limit, limit, 0, ttl)
 }
 func (s collide) ReleaseSlot(ctx context.Context, key string) error {
-	return s.Store.ReleaseSlotBurst(ctx, key)
+	return s.TakeStore.ReleaseSlotBurst(ctx, key)
 }
 func (s collide) RefreshSlot(ctx context.Context, key string, ttl time.Duration) error {
-	return s.Store.RefreshSlotBurst(ctx, key, ttl)
+	return s.TakeStore.RefreshSlotBurst(ctx, key, ttl)
 }
 
 // deleteKeepsBuckets keeps its buckets in a second store that Delete
 // forgets to clear.
 type deleteKeepsBuckets struct {
-	pace.Store
+	TakeStore
 	buckets pace.Store
 }
 
 func (s deleteKeepsBuckets) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
-	if _, _, err := s.Store.TokenBucket(ctx, key, capacity, rate, 0); err != nil { // for validation, ctx and Close
+	if _, _, err := s.TakeStore.TokenBucket(ctx, key, capacity, rate, 0); err != nil { // for validation, ctx and Close
 		return false, 0, err
 	}
 	return s.buckets.TokenBucket(ctx, key, capacity, rate, cost)
@@ -358,7 +365,7 @@ func (s deleteKeepsBuckets) TokenBucket(ctx context.Context, key string, capacit
 // would), and gives up, returning nil, when a take has changed the bucket
 // in the meantime.
 type deleteLosesRace struct {
-	pace.Store
+	TakeStore
 	mu       sync.Mutex
 	versions map[string]int
 }
@@ -376,7 +383,7 @@ func (s *deleteLosesRace) version(key string, bump bool) int {
 }
 
 func (s *deleteLosesRace) TokenBucket(ctx context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
-	ok, retry, err := s.Store.TokenBucket(ctx, key, capacity, rate, cost)
+	ok, retry, err := s.TakeStore.TokenBucket(ctx, key, capacity, rate, cost)
 	if ok {
 		s.version(key, true)
 	}
@@ -387,25 +394,25 @@ func (s *deleteLosesRace) Delete(ctx context.Context, key string) error {
 	v := s.version(key, false)
 	runtime.Gosched()
 	if s.version(key, false) != v {
-		return pace.ValidateKey(key)
+		return driver.ValidateKey(key)
 	}
-	return s.Store.Delete(ctx, key)
+	return s.TakeStore.Delete(ctx, key)
 }
 
-type closeNoop struct{ pace.Store }
+type closeNoop struct{ TakeStore }
 
 func (s closeNoop) Close(context.Context) error { return nil }
 
-type ignoresContext struct{ pace.Store }
+type ignoresContext struct{ TakeStore }
 
 func (s ignoresContext) TokenBucket(_ context.Context, key string, capacity, rate, cost float64) (bool, time.Duration, error) {
-	return s.Store.TokenBucket(context.Background(), key, capacity, rate, cost)
+	return s.TakeStore.TokenBucket(context.Background(), key, capacity, rate, cost)
 }
 
 // burstMutant keeps burst slots in its own table, with pace's arithmetic
 // and one bug, and everything else in a memory store.
 type burstMutant struct {
-	pace.Store
+	TakeStore
 	clk  *fakeclock.Clock
 	bugs burstBugs
 
@@ -421,13 +428,13 @@ type burstBugs struct {
 }
 
 func newBurstMutant(clk *fakeclock.Clock, bugs burstBugs) *burstMutant {
-	return &burstMutant{Store: mem(clk), clk: clk, bugs: bugs, slots: make(map[string]*pace.BurstSlotState)}
+	return &burstMutant{TakeStore: mem(clk), clk: clk, bugs: bugs, slots: make(map[string]*pace.BurstSlotState)}
 }
 
 // check runs the wrapped store's checks (context, Close, the key) through a
 // harmless call.
 func (s *burstMutant) check(ctx context.Context, key string) error {
-	_, err := s.Store.Get(ctx, key)
+	_, err := s.TakeStore.Get(ctx, key)
 	if err != nil && !errors.Is(err, pace.ErrNotFound) {
 		return err
 	}
@@ -455,7 +462,7 @@ func (s *burstMutant) AcquireSlotBurst(ctx context.Context, key string, sustaine
 	if err := s.check(ctx, key); err != nil {
 		return false, 0, err
 	}
-	if err := pace.ValidateSlotBurst(key, sustained, ceiling, budget, ttl); err != nil {
+	if err := driver.ValidateSlotBurst(key, sustained, ceiling, budget, ttl); err != nil {
 		return false, 0, err
 	}
 	now := s.clk.Now()
@@ -487,7 +494,7 @@ func (s *burstMutant) RefreshSlotBurst(ctx context.Context, key string, ttl time
 	if err := s.check(ctx, key); err != nil {
 		return err
 	}
-	if err := pace.ValidateRefresh(key, ttl); err != nil {
+	if err := driver.ValidateRefresh(key, ttl); err != nil {
 		return err
 	}
 	now := s.clk.Now()
@@ -505,7 +512,7 @@ func (s *burstMutant) RefreshSlotBurst(ctx context.Context, key string, ttl time
 }
 
 func (s *burstMutant) Delete(ctx context.Context, key string) error {
-	if err := s.Store.Delete(ctx, key); err != nil {
+	if err := s.TakeStore.Delete(ctx, key); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -518,7 +525,7 @@ func (s *burstMutant) Delete(ctx context.Context, key string) error {
 // pace's arithmetic as memory.Store does, with the bugs it is given, and
 // everything else in a memory store.
 type takeMutant struct {
-	pace.Store
+	TakeStore
 	clk  *fakeclock.Clock
 	bugs takeBugs
 
@@ -549,13 +556,13 @@ type takeBugs struct {
 }
 
 type takeModelRow struct {
-	tats      [pace.MaxShapes]time.Duration
+	tats      [driver.MaxShapes]time.Duration
 	gen, born uint64
-	memo      pace.Receipt // At, Gen and Reserved[0] of the latest reordering refund
+	memo      driver.Receipt // At, Gen and Reserved[0] of the latest reordering refund
 }
 
 func newTakeMutant(clk *fakeclock.Clock, bugs takeBugs) *takeMutant {
-	return &takeMutant{Store: mem(clk), clk: clk, bugs: bugs, rows: make(map[string]*takeModelRow)}
+	return &takeMutant{TakeStore: mem(clk), clk: clk, bugs: bugs, rows: make(map[string]*takeModelRow)}
 }
 
 func (s *takeMutant) now() time.Duration { return s.clk.Now().Sub(time.Unix(0, 0)) }
@@ -571,30 +578,30 @@ func (r *takeModelRow) full(now time.Duration) bool {
 
 // check runs the wrapped store's checks (context, Close, the key) through a
 // harmless call, and validates the shapes.
-func (s *takeMutant) check(ctx context.Context, key string, shapes []pace.Bucket) error {
+func (s *takeMutant) check(ctx context.Context, key string, shapes []driver.Shape) error {
 	if s.bugs.ignoresClose {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-	} else if _, err := s.Store.Get(ctx, key); err != nil && !errors.Is(err, pace.ErrNotFound) {
+	} else if _, err := s.TakeStore.Get(ctx, key); err != nil && !errors.Is(err, pace.ErrNotFound) {
 		return err
 	}
-	if s.bugs.zeroBucketOK && len(shapes) >= 1 && len(shapes) <= pace.MaxShapes {
-		return pace.ValidateKey(key)
+	if s.bugs.zeroBucketOK && len(shapes) >= 1 && len(shapes) <= driver.MaxShapes {
+		return driver.ValidateKey(key)
 	}
-	return pace.ValidateTake(key, shapes)
+	return driver.ValidateTake(key, shapes)
 }
 
-func (s *takeMutant) Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error) {
+func (s *takeMutant) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
 	if err := s.check(ctx, key, shapes); err != nil {
-		return pace.Grant{}, err
+		return driver.Grant{}, err
 	}
 	return s.take(key, shapes), nil
 }
 
-func (s *takeMutant) TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error {
+func (s *takeMutant) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if len(out) != len(keys) {
-		return pace.ValidateTakeMany(keys, shapes, out)
+		return driver.ValidateTakeMany(keys, shapes, out)
 	}
 	for _, k := range keys {
 		if err := s.check(ctx, k, shapes); err != nil {
@@ -611,14 +618,14 @@ func (s *takeMutant) TakeMany(ctx context.Context, keys []string, shapes []pace.
 	return nil
 }
 
-func (s *takeMutant) take(key string, shapes []pace.Bucket) pace.Grant {
+func (s *takeMutant) take(key string, shapes []driver.Shape) driver.Grant {
 	now := s.now()
 	n := len(shapes)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.rows[key]
 	live := r != nil && !r.full(now)
-	var tats, next [pace.MaxShapes]time.Duration
+	var tats, next [driver.MaxShapes]time.Duration
 	if live {
 		tats = r.tats
 	}
@@ -632,8 +639,8 @@ func (s *takeMutant) take(key string, shapes []pace.Bucket) pace.Grant {
 		decide = shapes[:1]
 		copy(next[1:n], tats[1:n])
 	}
-	wait, ok := pace.TakeAll(decide, tats[:len(decide)], next[:len(decide)], now)
-	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
+	wait, ok := driver.TakeAll(decide, tats[:len(decide)], next[:len(decide)], now)
+	remaining, reset := driver.RemainingAll(shapes, next[:n], now)
 	switch {
 	case s.bugs.loosestRemaining:
 		for i, b := range shapes {
@@ -665,9 +672,9 @@ func (s *takeMutant) take(key string, shapes []pace.Bucket) pace.Grant {
 			}
 			s.write(key, r, live, debited)
 		}
-		return pace.Grant{RetryAfter: wait, Remaining: remaining, Reset: reset}
+		return driver.Grant{RetryAfter: wait, Remaining: remaining, Reset: reset}
 	}
-	g := pace.Grant{OK: true, Remaining: remaining, Reset: reset, Receipt: pace.Receipt{At: now, Reserved: next}}
+	g := driver.Grant{OK: true, Remaining: remaining, Reset: reset, Receipt: driver.Receipt{At: now, Reserved: next}}
 	if reset > 0 || live {
 		g.Receipt.Gen = s.write(key, r, live, next)
 	}
@@ -682,7 +689,7 @@ func (s *takeMutant) take(key string, shapes []pace.Bucket) pace.Grant {
 
 // write stores tats at key, in a new row unless live, and returns the key's
 // reorder count. The caller holds mu.
-func (s *takeMutant) write(key string, r *takeModelRow, live bool, tats [pace.MaxShapes]time.Duration) uint64 {
+func (s *takeMutant) write(key string, r *takeModelRow, live bool, tats [driver.MaxShapes]time.Duration) uint64 {
 	if !live {
 		s.seq++
 		r = &takeModelRow{gen: s.seq, born: s.seq}
@@ -692,7 +699,7 @@ func (s *takeMutant) write(key string, r *takeModelRow, live bool, tats [pace.Ma
 	return r.gen
 }
 
-func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucket, rc pace.Receipt) error {
+func (s *takeMutant) Refund(ctx context.Context, key string, shapes []driver.Shape, rc driver.Receipt) error {
 	if err := s.check(ctx, key, shapes); err != nil {
 		return err
 	}
@@ -701,7 +708,7 @@ func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucke
 	defer s.mu.Unlock()
 	r := s.rows[key]
 	n := len(shapes)
-	if rc == (pace.Receipt{}) {
+	if rc == (driver.Receipt{}) {
 		if s.bugs.zeroRefunds && r != nil {
 			for i, b := range shapes {
 				r.tats[i] = max(r.tats[i]-b.Interval(), now)
@@ -726,7 +733,7 @@ func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucke
 	if !intact && r.memo.At == rc.At && r.memo.Reserved[0] == rc.Reserved[0] && (r.memo.Gen == rc.Gen || s.bugs.memoWithoutGen) {
 		return nil
 	}
-	var next [pace.MaxShapes]time.Duration
+	var next [driver.MaxShapes]time.Duration
 	reordered := true
 	if s.bugs.overRefund {
 		for i, b := range shapes {
@@ -734,14 +741,14 @@ func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucke
 		}
 	} else {
 		var reorder time.Duration
-		_, reorder = pace.RefundAll(shapes, r.tats[:n], next[:n], rc, now, storekit.Shifted(intact))
+		_, reorder = driver.RefundAll(shapes, r.tats[:n], next[:n], rc, now, storekit.Shifted(intact))
 		reordered = reorder > 0
 	}
 	copy(r.tats[:n], next[:n])
 	if reordered {
 		s.seq++
 		r.gen = s.seq
-		r.memo = pace.Receipt{At: rc.At, Gen: rc.Gen, Reserved: [pace.MaxShapes]time.Duration{rc.Reserved[0]}}
+		r.memo = driver.Receipt{At: rc.At, Gen: rc.Gen, Reserved: [driver.MaxShapes]time.Duration{rc.Reserved[0]}}
 	}
 	if r.full(now) {
 		delete(s.rows, key)
@@ -750,7 +757,7 @@ func (s *takeMutant) Refund(ctx context.Context, key string, shapes []pace.Bucke
 }
 
 func (s *takeMutant) Delete(ctx context.Context, key string) error {
-	if err := s.Store.Delete(ctx, key); err != nil {
+	if err := s.TakeStore.Delete(ctx, key); err != nil {
 		return err
 	}
 	if !s.bugs.deleteKeepsTakes {
@@ -764,7 +771,7 @@ func (s *takeMutant) Delete(ctx context.Context, key string) error {
 // TestSuitePassesTakeModel runs the suite on the Take model of the mutants
 // without a bug: what fails on a mutant fails for its bug.
 func TestSuitePassesTakeModel(t *testing.T) {
-	got := runRecorded(func(clk *fakeclock.Clock) pace.Store { return newTakeMutant(clk, takeBugs{}) })
+	got := runRecorded(func(clk *fakeclock.Clock) TakeStore { return newTakeMutant(clk, takeBugs{}) })
 	for name, msgs := range got {
 		t.Errorf("%s failed on the Take model without a bug: %s", name, strings.Join(msgs, "; "))
 	}

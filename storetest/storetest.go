@@ -1,10 +1,21 @@
-// Package storetest implements support for testing implementations of pace.Store.
+// Package storetest implements support for testing implementations of
+// pace.Store and of driver.Taker.
 //
-// An implementation's test calls Run with a constructor:
+// An implementation's test calls Run with a constructor, and RunTaker too
+// when the store also implements driver.Taker (the take methods pace.Shared
+// needs):
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) pace.Store { return mystore.New(...) })
 //	}
+//
+//	func TestTaker(t *testing.T) {
+//		storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore { return mystore.New(...) })
+//	}
+//
+// Run checks only the methods of pace.Store, so that a store written to
+// that interface alone passes it; RunTaker checks the take methods, and how
+// they share keys, Delete and Close with the others.
 //
 // Run the suite under the race detector (go test -race): its concurrency
 // subtests race many goroutines on one key and count the outcomes exactly,
@@ -17,11 +28,11 @@
 // expiries that must not have happened yet use rates and TTLs of an hour,
 // and those that must have happened are polled for with a deadline of
 // several seconds. They take a few seconds of real time, so without
-// WithClock the subtests run in parallel. A store that can be driven by a
-// fake clock passes WithClock, and the suite then never sleeps.
+// WithAdvance the subtests run in parallel. A store that can be driven by a
+// fake clock passes WithAdvance, and the suite then never sleeps.
 //
 // The subtests of Take, TakeMany and Refund read the store's clock from the
-// receipts it returns (pace.Receipt.At and Reserved), so they check the
+// receipts it returns (driver.Receipt.At and Reserved), so they check the
 // arithmetic to the nanosecond against the store's own time, on a real
 // server too. The longest (5/s and 20/min on one key) takes four seconds.
 package storetest
@@ -34,6 +45,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // Option configures Run.
@@ -43,13 +55,14 @@ type config struct {
 	advance func(time.Duration)
 }
 
-// WithClock tells Run that every store newStore returns reads one fake clock,
-// and that advance(d) moves that clock forward by d. The suite then advances
-// the clock wherever it would otherwise wait in real time, and runs its
+// WithAdvance tells Run that every store newStore returns reads one fake
+// clock (set by the store's own WithClock), and that advance(d) moves that
+// clock forward by d. The suite then advances the clock wherever it would
+// otherwise wait in real time, and runs its
 // subtests one after another (they share the clock). advance must be safe
-// for concurrent use with the stores reading the clock. Without WithClock
+// for concurrent use with the stores reading the clock. Without WithAdvance
 // the suite waits in real time and runs its subtests in parallel.
-func WithClock(advance func(d time.Duration)) Option {
+func WithAdvance(advance func(d time.Duration)) Option {
 	return func(c *config) { c.advance = advance }
 }
 
@@ -57,10 +70,32 @@ func WithClock(advance func(d time.Duration)) Option {
 // pace.Store, in one subtest per behaviour (t.Run("AcquireSlotLimit", ...)
 // and so on), each on a fresh store from newStore, so that one behaviour can
 // be run alone with -run. Run closes each store when its subtest ends (Close
-// must be idempotent).
+// must be idempotent). It calls only the methods of pace.Store.
 func Run(t *testing.T, newStore func(t *testing.T) pace.Store, opts ...Option) {
 	t.Helper()
-	run(testingT{t}, func(t tb) pace.Store { return newStore(t.(testingT).T) }, opts...)
+	run(testingT{t}, seed, func(t tb) (pace.Store, driver.Taker) { return newStore(t.(testingT).T), nil }, opts...)
+}
+
+// TakeStore is a pace.Store that also implements driver.Taker: what
+// RunTaker checks.
+type TakeStore interface {
+	pace.Store
+	driver.Taker
+}
+
+// RunTaker checks the stores made by newStore against the contract of
+// driver.Taker (Take, TakeMany and Refund), and the way the take methods
+// share keys, Delete and Close with the methods of pace.Store, as Run does
+// for those.
+func RunTaker(t *testing.T, newStore func(t *testing.T) TakeStore, opts ...Option) {
+	t.Helper()
+	run(testingT{t}, takes, func(t tb) (pace.Store, driver.Taker) {
+		s := newStore(t.(testingT).T)
+		if s == nil {
+			return nil, nil
+		}
+		return s, s
+	}, opts...)
 }
 
 // tb is the part of *testing.T the suite uses. Run adapts a *testing.T to
@@ -86,9 +121,19 @@ func (t testingT) Run(name string, f func(t tb)) bool {
 type subtest struct {
 	name string
 	f    func(c *check)
+	kind kind
 }
 
-func run(t tb, newStore func(t tb) pace.Store, opts ...Option) {
+// kind says which entry point runs a subtest.
+type kind uint8
+
+const (
+	seed  kind = iota // the methods of pace.Store alone: Run
+	takes             // the take methods: RunTaker
+	mixed             // both: Run without the take methods, RunTaker with them
+)
+
+func run(t tb, which kind, newStore func(t tb) (pace.Store, driver.Taker), opts ...Option) {
 	t.Helper()
 	var cfg config
 	for _, o := range opts {
@@ -97,11 +142,14 @@ func run(t tb, newStore func(t tb) pace.Store, opts ...Option) {
 		}
 	}
 	for _, st := range subtests {
+		if st.kind != mixed && st.kind != which {
+			continue
+		}
 		t.Run(st.name, func(t tb) {
 			if cfg.advance == nil {
 				t.Parallel()
 			}
-			s := newStore(t)
+			s, tk := newStore(t)
 			if s == nil {
 				t.Fatalf("newStore returned nil")
 			}
@@ -109,6 +157,7 @@ func run(t tb, newStore func(t tb) pace.Store, opts ...Option) {
 			c := &check{
 				t:      t,
 				s:      s,
+				tk:     tk,
 				ctx:    context.Background(),
 				cfg:    cfg,
 				prefix: fmt.Sprintf("storetest:%016x:%s:", rand.Uint64(), st.name),
@@ -138,6 +187,7 @@ const (
 type check struct {
 	t      tb
 	s      pace.Store
+	tk     driver.Taker // nil in Run: the take methods are not checked
 	ctx    context.Context
 	cfg    config
 	prefix string

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // Rates of the Take subtests, in takes per second, slow enough that nothing
@@ -48,17 +49,17 @@ func (s spec) String() string {
 // shapes is the shapes argument of Take, TakeMany and Refund, and its
 // description for messages.
 type shapes struct {
-	b     []pace.Bucket
+	b     []driver.Shape
 	specs []spec
 	desc  string
 }
 
 func (c *check) shapes(specs ...spec) shapes {
 	c.t.Helper()
-	s := shapes{b: make([]pace.Bucket, len(specs)), specs: specs}
+	s := shapes{b: make([]driver.Shape, len(specs)), specs: specs}
 	descs := make([]string, len(specs))
 	for i, sp := range specs {
-		b, err := pace.NewBucket(sp.capacity, sp.perSecond, 1)
+		b, err := driver.NewShape(sp.capacity, sp.perSecond, 1)
 		if err != nil {
 			c.t.Fatalf("NewBucket(%v, %v, 1): %v", sp.capacity, sp.perSecond, err)
 		}
@@ -73,21 +74,21 @@ func (s shapes) interval(i int) time.Duration { return s.b[i].Interval() }
 
 // clockShape is a shape of cost zero: a take of it always fits and leaves
 // the bucket full, so a store keeps nothing for it.
-var clockShape = func() pace.Bucket {
-	b, err := pace.NewBucket(1, 1, 0)
+var clockShape = func() driver.Shape {
+	b, err := driver.NewShape(1, 1, 0)
 	if err != nil {
 		panic(err)
 	}
 	return b
 }()
 
-func showGrant(g pace.Grant) string {
+func showGrant(g driver.Grant) string {
 	return fmt.Sprintf("{OK:%v Remaining:%d RetryAfter:%v Reset:%v}", g.OK, g.Remaining, g.RetryAfter, g.Reset)
 }
 
-func (c *check) take(k string, s shapes) pace.Grant {
+func (c *check) take(k string, s shapes) driver.Grant {
 	c.t.Helper()
-	g, err := c.s.Take(c.ctx, c.key(k), s.b)
+	g, err := c.tk.Take(c.ctx, c.key(k), s.b)
 	if err != nil {
 		c.t.Fatalf("Take(%q, %s) = %s, %v; want no error", k, s.desc, showGrant(g), err)
 	}
@@ -95,7 +96,7 @@ func (c *check) take(k string, s shapes) pace.Grant {
 }
 
 // admit takes and fails unless the take was admitted.
-func (c *check) admit(k string, s shapes) pace.Grant {
+func (c *check) admit(k string, s shapes) driver.Grant {
 	c.t.Helper()
 	g := c.take(k, s)
 	if !g.OK {
@@ -104,9 +105,29 @@ func (c *check) admit(k string, s shapes) pace.Grant {
 	return g
 }
 
-func (c *check) refund(k string, s shapes, r pace.Receipt) {
+// admitIfTaker is admit when the subtest has a driver.Taker, and reports the
+// zero Grant when it has not.
+func (c *check) admitIfTaker(k string, s shapes) driver.Grant {
 	c.t.Helper()
-	if err := c.s.Refund(c.ctx, c.key(k), s.b, r); err != nil {
+	if c.tk == nil {
+		return driver.Grant{}
+	}
+	return c.admit(k, s)
+}
+
+// takeIfTaker is take when the subtest has a driver.Taker; ok is false when
+// it has not.
+func (c *check) takeIfTaker(k string, s shapes) (g driver.Grant, ok bool) {
+	c.t.Helper()
+	if c.tk == nil {
+		return driver.Grant{}, false
+	}
+	return c.take(k, s), true
+}
+
+func (c *check) refund(k string, s shapes, r driver.Receipt) {
+	c.t.Helper()
+	if err := c.tk.Refund(c.ctx, c.key(k), s.b, r); err != nil {
 		c.t.Fatalf("Refund(%q, %s, receipt of a take) = %v; want nil", k, s.desc, err)
 	}
 }
@@ -114,7 +135,7 @@ func (c *check) refund(k string, s shapes, r pace.Receipt) {
 // storeNow reads the store's clock: the At of a take of cost zero.
 func (c *check) storeNow() time.Duration {
 	c.t.Helper()
-	g, err := c.s.Take(c.ctx, c.key("clock"), []pace.Bucket{clockShape})
+	g, err := c.tk.Take(c.ctx, c.key("clock"), []driver.Shape{clockShape})
 	if err != nil || !g.OK {
 		c.t.Fatalf("Take(%q, [a shape of cost 0]) = %s, %v; want OK, nil", "clock", showGrant(g), err)
 	}
@@ -127,9 +148,9 @@ func (c *check) storeNow() time.Duration {
 // Remaining exactly when tol is 0 (within one of it otherwise: a refund out
 // of order gives back all but the time since its take, which may cost a
 // whole take at the boundary). An admitted take's Remaining and Reset must
-// also be exactly what its receipt implies (pace.RemainingAll of Reserved at
+// also be exactly what its receipt implies (driver.RemainingAll of Reserved at
 // At); a refused one reports Remaining 0 and the zero Receipt.
-func (c *check) wantGrant(k string, s shapes, g, want pace.Grant, tol time.Duration) {
+func (c *check) wantGrant(k string, s shapes, g, want driver.Grant, tol time.Duration) {
 	c.t.Helper()
 	call := fmt.Sprintf("Take(%q, %s) = %s", k, s.desc, showGrant(g))
 	if g.OK != want.OK {
@@ -140,13 +161,13 @@ func (c *check) wantGrant(k string, s shapes, g, want pace.Grant, tol time.Durat
 		c.t.Errorf("%s; want %s (durations within %v)", call, showGrant(want), tol)
 	}
 	if !g.OK {
-		if g.Remaining != 0 || g.Receipt != (pace.Receipt{}) {
+		if g.Remaining != 0 || g.Receipt != (driver.Receipt{}) {
 			c.t.Errorf("%s with receipt %+v; want Remaining 0 and the zero Receipt when refused", call, g.Receipt)
 		}
 		return
 	}
 	n := len(s.b)
-	remaining, reset := pace.RemainingAll(s.b, g.Receipt.Reserved[:n], g.Receipt.At)
+	remaining, reset := driver.RemainingAll(s.b, g.Receipt.Reserved[:n], g.Receipt.At)
 	if g.Remaining != remaining || g.Reset != reset {
 		c.t.Errorf("%s with receipt At %v, Reserved %v; want Remaining %d and Reset %v, as its receipt implies",
 			call, g.Receipt.At, g.Receipt.Reserved[:n], remaining, reset)
@@ -156,9 +177,9 @@ func (c *check) wantGrant(k string, s shapes, g, want pace.Grant, tol time.Durat
 // wantGrants takes at k once per element of want and checks each outcome
 // against it (wantGrant), within the time the store's clock has moved since
 // t0.
-func (c *check) wantGrants(k string, s shapes, t0 time.Duration, want ...pace.Grant) []pace.Grant {
+func (c *check) wantGrants(k string, s shapes, t0 time.Duration, want ...driver.Grant) []driver.Grant {
 	c.t.Helper()
-	got := make([]pace.Grant, len(want))
+	got := make([]driver.Grant, len(want))
 	for i, w := range want {
 		got[i] = c.take(k, s)
 		c.wantGrant(k, s, got[i], w, c.storeNow()-t0)
@@ -177,58 +198,58 @@ func (c *check) wantNoKey(call string, err error) {
 func testTakeInvalid(c *check) {
 	one := c.shapes(spec{2, perHour})
 	receipt := c.admit("r", one).Receipt
-	tooMany := slices.Repeat(one.b, pace.MaxShapes+1)
+	tooMany := slices.Repeat(one.b, driver.MaxShapes+1)
 	for _, bad := range []struct {
 		desc string
-		b    []pace.Bucket
+		b    []driver.Shape
 	}{
 		{"nil", nil},
-		{"[]", []pace.Bucket{}},
-		{fmt.Sprintf("%d shapes", pace.MaxShapes+1), tooMany},
-		{"[the zero Bucket]", []pace.Bucket{{}}},
-		{"[2 at 1/h, the zero Bucket]", []pace.Bucket{one.b[0], {}}},
+		{"[]", []driver.Shape{}},
+		{fmt.Sprintf("%d shapes", driver.MaxShapes+1), tooMany},
+		{"[the zero Bucket]", []driver.Shape{{}}},
+		{"[2 at 1/h, the zero Bucket]", []driver.Shape{one.b[0], {}}},
 	} {
-		g, err := c.s.Take(c.ctx, c.key("k"), bad.b)
+		g, err := c.tk.Take(c.ctx, c.key("k"), bad.b)
 		call := fmt.Sprintf("Take(%q, %s) = %s, %v", "k", bad.desc, showGrant(g), err)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
 		if g.OK {
 			c.t.Errorf("%s; want not OK", call)
 		}
-		err = c.s.TakeMany(c.ctx, []string{c.key("k")}, bad.b, make([]pace.Grant, 1))
+		err = c.tk.TakeMany(c.ctx, []string{c.key("k")}, bad.b, make([]driver.Grant, 1))
 		call = fmt.Sprintf("TakeMany([%q], %s) = %v", "k", bad.desc, err)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
-		err = c.s.Refund(c.ctx, c.key("r"), bad.b, receipt)
+		err = c.tk.Refund(c.ctx, c.key("r"), bad.b, receipt)
 		call = fmt.Sprintf("Refund(%q, %s, receipt of a take) = %v", "r", bad.desc, err)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
 	}
 	for _, k := range badKeys {
-		g, err := c.s.Take(c.ctx, k, one.b)
+		g, err := c.tk.Take(c.ctx, k, one.b)
 		call := fmt.Sprintf("Take(%s, %s) = %s, %v", showKey(k), one.desc, showGrant(g), err)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
-		err = c.s.Refund(c.ctx, k, one.b, receipt)
+		err = c.tk.Refund(c.ctx, k, one.b, receipt)
 		call = fmt.Sprintf("Refund(%s, %s, receipt of a take)", showKey(k), one.desc)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
 		// A bad key among good ones fails the whole call, which takes from none.
-		err = c.s.TakeMany(c.ctx, []string{c.key("a"), k, c.key("b")}, one.b, make([]pace.Grant, 3))
+		err = c.tk.TakeMany(c.ctx, []string{c.key("a"), k, c.key("b")}, one.b, make([]driver.Grant, 3))
 		call = fmt.Sprintf("TakeMany([%q, %s, %q], %s)", "a", showKey(k), "b", one.desc)
 		c.wantErr(call, err, pace.ErrInvalidArgument)
 		c.wantNoKey(call, err)
 	}
 	for _, n := range []int{0, 1, 3} {
-		err := c.s.TakeMany(c.ctx, []string{c.key("a"), c.key("b")}, one.b, make([]pace.Grant, n))
+		err := c.tk.TakeMany(c.ctx, []string{c.key("a"), c.key("b")}, one.b, make([]driver.Grant, n))
 		c.wantErr(fmt.Sprintf("TakeMany([%q, %q], %s, out of length %d)", "a", "b", one.desc, n), err, pace.ErrInvalidArgument)
 	}
 	// Nothing was taken, nothing given back.
-	fresh := pace.Grant{OK: true, Remaining: 1, Reset: one.interval(0)}
+	fresh := driver.Grant{OK: true, Remaining: 1, Reset: one.interval(0)}
 	for _, k := range []string{"k", "a", "b"} {
 		c.wantGrant(k, one, c.take(k, one), fresh, 0)
 	}
-	c.wantGrant("r", one, c.take("r", one), pace.Grant{OK: true, Remaining: 0, Reset: 2 * one.interval(0)}, c.storeNow()-receipt.At)
+	c.wantGrant("r", one, c.take("r", one), driver.Grant{OK: true, Remaining: 0, Reset: 2 * one.interval(0)}, c.storeNow()-receipt.At)
 }
 
 // testTakeGrant pins what a take reports: Remaining, Reset and RetryAfter
@@ -238,11 +259,11 @@ func testTakeGrant(c *check) {
 	i := one.interval(0)
 	t0 := c.storeNow()
 	got := c.wantGrants("one", one, t0,
-		pace.Grant{OK: true, Remaining: 2, Reset: i},
-		pace.Grant{OK: true, Remaining: 1, Reset: 2 * i},
-		pace.Grant{OK: true, Remaining: 0, Reset: 3 * i},
-		pace.Grant{RetryAfter: i, Reset: 3 * i},
-		pace.Grant{RetryAfter: i, Reset: 3 * i},
+		driver.Grant{OK: true, Remaining: 2, Reset: i},
+		driver.Grant{OK: true, Remaining: 1, Reset: 2 * i},
+		driver.Grant{OK: true, Remaining: 0, Reset: 3 * i},
+		driver.Grant{RetryAfter: i, Reset: 3 * i},
+		driver.Grant{RetryAfter: i, Reset: 3 * i},
 	)
 	// The receipts, to the nanosecond: decided at the store's clock in
 	// order, each take one interval after the one before.
@@ -265,9 +286,9 @@ func testTakeGrant(c *check) {
 	two := c.shapes(spec{3, perHour}, spec{2, perHalfHour})
 	ia, ib := two.interval(0), two.interval(1)
 	c.wantGrants("two", two, c.storeNow(),
-		pace.Grant{OK: true, Remaining: 1, Reset: ia},
-		pace.Grant{OK: true, Remaining: 0, Reset: 2 * ia},
-		pace.Grant{RetryAfter: ib, Reset: 2 * ia}, // the second shape refuses
+		driver.Grant{OK: true, Remaining: 1, Reset: ia},
+		driver.Grant{OK: true, Remaining: 0, Reset: 2 * ia},
+		driver.Grant{RetryAfter: ib, Reset: 2 * ia}, // the second shape refuses
 	)
 	// Both refuse: the longer wait, whatever the order of the shapes.
 	for _, k := range []string{"hour first", "half hour first"} {
@@ -276,8 +297,8 @@ func testTakeGrant(c *check) {
 			both = c.shapes(spec{1, perHalfHour}, spec{1, perHour})
 		}
 		c.wantGrants(k, both, c.storeNow(),
-			pace.Grant{OK: true, Remaining: 0, Reset: time.Hour},
-			pace.Grant{RetryAfter: time.Hour, Reset: time.Hour},
+			driver.Grant{OK: true, Remaining: 0, Reset: time.Hour},
+			driver.Grant{RetryAfter: time.Hour, Reset: time.Hour},
 		)
 	}
 }
@@ -330,9 +351,9 @@ func testTakeAllOrNothing(c *check) {
 			k, s = "tight, roomy", c.shapes(tight, roomy)
 		}
 		c.wantGrants(k, s, c.storeNow(),
-			pace.Grant{OK: true, Remaining: 0, Reset: time.Hour},
-			pace.Grant{RetryAfter: 30 * time.Minute, Reset: time.Hour},
-			pace.Grant{RetryAfter: 30 * time.Minute, Reset: time.Hour}, // the same again: neither shape was debited
+			driver.Grant{OK: true, Remaining: 0, Reset: time.Hour},
+			driver.Grant{RetryAfter: 30 * time.Minute, Reset: time.Hour},
+			driver.Grant{RetryAfter: 30 * time.Minute, Reset: time.Hour}, // the same again: neither shape was debited
 		)
 		// Two of 1/h, and three of 1/2h: the third take is refused by
 		// the first, which the second would admit.
@@ -343,10 +364,10 @@ func testTakeAllOrNothing(c *check) {
 		}
 		ih, i2 := c.shapes(hourly).interval(0), c.shapes(twoHourly).interval(0)
 		c.wantGrants(k, s, c.storeNow(),
-			pace.Grant{OK: true, Remaining: 1, Reset: i2},
-			pace.Grant{OK: true, Remaining: 0, Reset: 2 * i2},
-			pace.Grant{RetryAfter: ih, Reset: 2 * i2},
-			pace.Grant{RetryAfter: ih, Reset: 2 * i2},
+			driver.Grant{OK: true, Remaining: 1, Reset: i2},
+			driver.Grant{OK: true, Remaining: 0, Reset: 2 * i2},
+			driver.Grant{RetryAfter: ih, Reset: 2 * i2},
+			driver.Grant{RetryAfter: ih, Reset: 2 * i2},
 		)
 	}
 }
@@ -374,7 +395,7 @@ func testTakeAdmitsWhatAllAllow(c *check) {
 
 // drain takes at k until a take is refused, adds the decision times of those
 // admitted to kp unless it is nil, and returns the refusal.
-func (c *check) drain(k string, s shapes, kp *kept) pace.Grant {
+func (c *check) drain(k string, s shapes, kp *kept) driver.Grant {
 	c.t.Helper()
 	for n := 0; ; n++ {
 		g := c.take(k, s)
@@ -430,19 +451,19 @@ func testRefundAtOnce(c *check) {
 	tol := func() time.Duration { return 4 * (c.storeNow() - t0) } // a refund out of order gives back all but the time since its take
 	a := c.admit("alone", s)
 	c.refund("alone", s, a.Receipt)
-	c.wantGrant("alone", s, c.take("alone", s), pace.Grant{OK: true, Remaining: 2, Reset: i}, tol())
+	c.wantGrant("alone", s, c.take("alone", s), driver.Grant{OK: true, Remaining: 2, Reset: i}, tol())
 
 	c.admit("latest", s)
 	a = c.admit("latest", s)
 	c.refund("latest", s, a.Receipt)
-	c.wantGrant("latest", s, c.take("latest", s), pace.Grant{OK: true, Remaining: 1, Reset: 2 * i}, tol())
+	c.wantGrant("latest", s, c.take("latest", s), driver.Grant{OK: true, Remaining: 1, Reset: 2 * i}, tol())
 
 	x := c.admit("first", s)
 	c.admit("first", s)
 	c.admit("first", s)
 	c.refund("first", s, x.Receipt)
-	c.wantGrant("first", s, c.take("first", s), pace.Grant{OK: true, Remaining: 0, Reset: 3 * i}, tol())
-	c.wantGrant("first", s, c.take("first", s), pace.Grant{RetryAfter: i, Reset: 3 * i}, tol())
+	c.wantGrant("first", s, c.take("first", s), driver.Grant{OK: true, Remaining: 0, Reset: 3 * i}, tol())
+	c.wantGrant("first", s, c.take("first", s), driver.Grant{RetryAfter: i, Reset: 3 * i}, tol())
 
 	// Two refunds out of order, between which a take lands where the first
 	// one given back was: at one instant, it has the At and Reserved of a
@@ -454,7 +475,7 @@ func testRefundAtOnce(c *check) {
 	c.admit("twice", s) // w
 	c.refund("twice", s, y.Receipt)
 	c.refund("twice", s, x.Receipt)
-	c.wantGrant("twice", s, c.take("twice", s), pace.Grant{OK: true, Remaining: 1, Reset: 2 * i}, tol()) // w and this one
+	c.wantGrant("twice", s, c.take("twice", s), driver.Grant{OK: true, Remaining: 1, Reset: 2 * i}, tol()) // w and this one
 
 	// Every shape is given back.
 	two := c.shapes(spec{2, perHour}, spec{3, perTwoHours})
@@ -462,18 +483,18 @@ func testRefundAtOnce(c *check) {
 	a = c.admit("two", two)
 	c.admit("two", two)
 	c.refund("two", two, a.Receipt)
-	c.wantGrant("two", two, c.take("two", two), pace.Grant{OK: true, Remaining: 0, Reset: 2 * i2}, tol())
-	c.wantGrant("two", two, c.take("two", two), pace.Grant{RetryAfter: i, Reset: 2 * i2}, tol())
+	c.wantGrant("two", two, c.take("two", two), driver.Grant{OK: true, Remaining: 0, Reset: 2 * i2}, tol())
+	c.wantGrant("two", two, c.take("two", two), driver.Grant{RetryAfter: i, Reset: 2 * i2}, tol())
 }
 
 // wantRefundLeaves refunds r at k, whose arrival time (of shape s.b[0]) is
 // tat, and takes again: the new take's receipt shows the arrival time the
 // refund left. The refund was decided at a store time between lo, read just
 // before, and the new take's At; the documented refund (documentedRefund,
-// written out here rather than calling pace.Bucket.Refund, which the store
+// written out here rather than calling driver.Shape.Refund, which the store
 // under test may share) is monotonic in that time, so its values at both
 // ends bound what the store may have left.
-func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r pace.Receipt, intact bool) pace.Grant {
+func (c *check) wantRefundLeaves(what, k string, s shapes, tat time.Duration, r driver.Receipt, intact bool) driver.Grant {
 	c.t.Helper()
 	lo := c.storeNow()
 	c.refund(k, s, r)
@@ -557,7 +578,7 @@ func testRefundNeverOverPace(c *check) {
 	// more, each refilled since its earliest place), drain again.
 	s := c.shapes(spec{10, 10})
 	var k kept
-	var rs []pace.Receipt
+	var rs []driver.Receipt
 	for range 10 {
 		g := c.admit("k", s)
 		rs = append(rs, g.Receipt)
@@ -583,7 +604,7 @@ func testRefundNeverOverPace(c *check) {
 		rng := rand.New(rand.NewPCG(seed, 10))
 		key := fmt.Sprintf("random %d", seed)
 		var k kept
-		var out []pace.Receipt
+		var out []driver.Receipt
 		for range 120 {
 			switch rng.IntN(4) {
 			case 0, 1:
@@ -608,11 +629,11 @@ func testRefundNeverOverPace(c *check) {
 
 func testRefundZero(c *check) {
 	s := c.shapes(spec{2, perHour})
-	c.refund("absent", s, pace.Receipt{})
-	c.wantGrant("absent", s, c.take("absent", s), pace.Grant{OK: true, Remaining: 1, Reset: s.interval(0)}, 0)
+	c.refund("absent", s, driver.Receipt{})
+	c.wantGrant("absent", s, c.take("absent", s), driver.Grant{OK: true, Remaining: 1, Reset: s.interval(0)}, 0)
 	c.admit("k", s)
 	c.admit("k", s)
-	c.refund("k", s, pace.Receipt{})
+	c.refund("k", s, driver.Receipt{})
 	g := c.take("k", s)
 	if g.OK {
 		c.t.Fatalf("Take(%q, %s) = %s after 2 takes and a refund of the zero Receipt; want refused", "k", s.desc, showGrant(g))
@@ -660,9 +681,9 @@ func testRefundAfterDelete(c *check) {
 	t0 := c.storeNow()
 	a := c.admit("k", s)
 	c.del("k")
-	c.wantGrant("k", s, c.take("k", s), pace.Grant{OK: true, Remaining: 2, Reset: i}, 0)
+	c.wantGrant("k", s, c.take("k", s), driver.Grant{OK: true, Remaining: 2, Reset: i}, 0)
 	c.refund("k", s, a.Receipt)
-	c.wantGrant("k", s, c.take("k", s), pace.Grant{OK: true, Remaining: 1, Reset: 2 * i}, c.storeNow()-t0)
+	c.wantGrant("k", s, c.take("k", s), driver.Grant{OK: true, Remaining: 1, Reset: 2 * i}, c.storeNow()-t0)
 }
 
 // testTakeManyEqualsTake pins that TakeMany decides as Take on each key in
@@ -680,8 +701,8 @@ func testTakeManyEqualsTake(c *check) {
 	for j, k := range keys {
 		full[j] = c.key("many " + k)
 	}
-	out := make([]pace.Grant, len(keys))
-	if err := c.s.TakeMany(c.ctx, full, s.b, out); err != nil {
+	out := make([]driver.Grant, len(keys))
+	if err := c.tk.TakeMany(c.ctx, full, s.b, out); err != nil {
 		c.t.Fatalf("TakeMany(%q, %s) = %v; want nil", keys, s.desc, err)
 	}
 	for j, k := range keys {
@@ -698,7 +719,7 @@ func testTakeManyEqualsTake(c *check) {
 			}
 		}
 	}
-	if err := c.s.TakeMany(c.ctx, nil, s.b, nil); err != nil {
+	if err := c.tk.TakeMany(c.ctx, nil, s.b, nil); err != nil {
 		c.t.Errorf("TakeMany(no keys, %s) = %v; want nil", s.desc, err)
 	}
 }
@@ -706,15 +727,15 @@ func testTakeManyEqualsTake(c *check) {
 func testConcurrentTake(c *check) {
 	s := c.shapes(spec{20, perHour}, spec{30, perHour})
 	i := s.interval(0)
-	got := make([]pace.Grant, 2*racers)
+	got := make([]driver.Grant, 2*racers)
 	errs := make([]error, len(got))
 	race(len(got), func(n int) {
 		if n%2 == 0 {
-			got[n], errs[n] = c.s.Take(c.ctx, c.key("k"), s.b)
+			got[n], errs[n] = c.tk.Take(c.ctx, c.key("k"), s.b)
 			return
 		}
-		out := make([]pace.Grant, 2)
-		errs[n] = c.s.TakeMany(c.ctx, []string{c.key(fmt.Sprintf("other %d", n)), c.key("k")}, s.b, out)
+		out := make([]driver.Grant, 2)
+		errs[n] = c.tk.TakeMany(c.ctx, []string{c.key(fmt.Sprintf("other %d", n)), c.key("k")}, s.b, out)
 		got[n] = out[1]
 	})
 	var remaining []int
@@ -748,9 +769,9 @@ func testConcurrentTakeRefund(c *check) {
 	var errs []string
 	race(16, func(g int) {
 		for n := range 25 {
-			gr, err := c.s.Take(c.ctx, c.key("k"), s.b)
+			gr, err := c.tk.Take(c.ctx, c.key("k"), s.b)
 			if err == nil && gr.OK && (g+n)%2 == 0 {
-				err = c.s.Refund(c.ctx, c.key("k"), s.b, gr.Receipt)
+				err = c.tk.Refund(c.ctx, c.key("k"), s.b, gr.Receipt)
 			} else if gr.OK {
 				keptN.Add(1)
 			}

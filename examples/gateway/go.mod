@@ -8,7 +8,7 @@ replace (
 )
 
 require (
-	github.com/ratepace/pace v0.0.0-00010101000000-000000000000
+	github.com/ratepace/pace v1.0.0
 	github.com/ratepace/pace/redisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.17.3
 )

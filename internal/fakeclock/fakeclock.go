@@ -3,7 +3,7 @@
 //
 // A Clock stands still until a test moves it with Advance, Set or Step.
 // Its Now method has the signature of every clock option in the
-// repository (pace.WithClock, pace.WithSharedClock, memory.WithClock,
+// repository (pace.WithClock, memory.WithClock,
 // instrument.WithClock), its Advance method that of storetest.WithClock,
 // and its Now and After methods make it a pacer.Clock, whose timers fire
 // when the clock passes their deadline.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // The targets: with the server killed, a request costs at most maxAdded
@@ -119,7 +120,7 @@ func FailurePolicy(t *testing.T, store pace.Store, kill, restart func()) {
 // restart: while the server is down at most 2% of decisions may take over
 // 5 ms, and once it is back decisions must go to the store again within
 // 3 s. The figures are logged.
-func Shared(t *testing.T, s pace.Store, kill, restart func()) {
+func Shared(t *testing.T, s driver.Taker, kill, restart func()) {
 	t.Helper()
 	fb, err := pace.New(500)
 	if err != nil {
@@ -130,21 +131,21 @@ func Shared(t *testing.T, s pace.Store, kill, restart func()) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var paths [4]int
+	var paths [5]int
 	decide := func() {
 		r, err := p.Reserve(ctx, "quiet")
 		if err != nil {
 			t.Errorf("Reserve = %v; want a decision", err)
 			return
 		}
-		paths[r.Path()]++
+		paths[r.Source()]++
 	}
 	up := quietly(outageRequests/4, 10*time.Millisecond, decide)
 	kill()
-	paths = [4]int{}
+	paths = [5]int{}
 	down := quietly(outageRequests, 10*time.Millisecond, decide)
 	t.Logf("Shared, server up: %v", up)
-	t.Logf("Shared, server killed: %v; %d by the fallback, %d by the store", down, paths[pace.PathFallback], paths[pace.PathStore])
+	t.Logf("Shared, server killed: %v; %d by the fallback, %d by the store", down, paths[pace.SourceFallback], paths[pace.SourceStore])
 	if f := down.over(slowAt); f > maxSlowFraction {
 		t.Errorf("%.1f%% of the decisions took over %v with the server killed; want at most %.0f%%", 100*f, slowAt, 100*maxSlowFraction)
 	}
@@ -155,7 +156,7 @@ func Shared(t *testing.T, s pace.Store, kill, restart func()) {
 	back := time.Now()
 	for {
 		r, err := p.Reserve(ctx, "quiet")
-		if err == nil && r.Path() == pace.PathStore {
+		if err == nil && r.Source() == pace.SourceStore {
 			break
 		}
 		if time.Since(back) > backWithin {

@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/progress"
+	"github.com/ratepace/pace/storetest"
 )
 
 // Backend is a store under test.
@@ -37,7 +39,7 @@ type Backend struct {
 	// Open returns a Store on what Setup described, in namespace ns: two
 	// stores opened with one ns, in one process or two, share their state.
 	// It is closed by the test's cleanup.
-	Open func(t testing.TB, config, ns string) pace.Store
+	Open func(t testing.TB, config, ns string) storetest.TakeStore
 	// Processes runs the replicas of a scenario as OS processes. Without
 	// it, they run as goroutine groups of this process, on one store opened
 	// once (a store in process memory has no other way to be shared).
@@ -99,7 +101,7 @@ func namespace() string {
 }
 
 // newShared returns a Shared of rate per second on s.
-func newShared(t testing.TB, s pace.Store, rate float64, opts ...pace.SharedOption) *pace.Shared {
+func newShared(t testing.TB, s driver.Taker, rate float64, opts ...pace.Option) *pace.Shared {
 	t.Helper()
 	p, err := pace.NewShared(s, rate, opts...)
 	if err != nil {
@@ -183,7 +185,7 @@ func Shapes(t *testing.T, b Backend, config string) {
 		return
 	}
 	s := b.Open(t, config, namespace())
-	limit := pace.WithLimit(20, time.Minute)
+	limit := pace.WithQuota(20, time.Minute)
 	p := newShared(t, s, 5, limit)
 	ctx := context.Background()
 	first := time.Now()
@@ -330,7 +332,7 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 	}
 	var (
 		stats     [keys]keyStats
-		byPath    [4]atomic.Int64
+		byPath    [5]atomic.Int64
 		errs      atomic.Int64
 		firstErr  atomic.Value
 		restarted atomic.Bool
@@ -349,15 +351,15 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 						firstErr.Store(err.Error())
 					}
 				} else {
-					byPath[r.Path()].Add(1)
+					byPath[r.Source()].Add(1)
 					switch {
-					case r.Path() == pace.PathFallback && !restarted.Load():
+					case r.Source() == pace.SourceFallback && !restarted.Load():
 						lower(&st.fbFirst, asked) // the key's two goroutines race: keep the earliest ask
 						raise(&st.fbLast, time.Now().UnixNano())
 						if r.OK() {
 							st.fbAdmitted.Add(1)
 						}
-					case r.Path() == pace.PathStore && restarted.Load():
+					case r.Source() == pace.SourceStore && restarted.Load():
 						st.storeAfterRestart.Add(1)
 					}
 				}
@@ -370,14 +372,14 @@ func Fallback(t *testing.T, b Backend, config string, kill, restart func()) {
 		t.Helper()
 		load.WaitFor(t, 30*time.Second, what, cond, func() string {
 			return fmt.Sprintf("decisions by store %d, local %d, fallback %d; errors %d",
-				byPath[pace.PathStore].Load(), byPath[pace.PathLocal].Load(), byPath[pace.PathFallback].Load(), errs.Load())
+				byPath[pace.SourceStore].Load(), byPath[pace.SourceHeld].Load(), byPath[pace.SourceFallback].Load(), errs.Load())
 		})
 	}
-	waitFor("store decisions", func() bool { return byPath[pace.PathStore].Load() >= 200 })
+	waitFor("store decisions", func() bool { return byPath[pace.SourceStore].Load() >= 200 })
 	kill()
 	killed := time.Now()
 	waitFor("2 s of fallback decisions", func() bool {
-		return byPath[pace.PathFallback].Load() >= 200 && time.Since(killed) > 2*time.Second
+		return byPath[pace.SourceFallback].Load() >= 200 && time.Since(killed) > 2*time.Second
 	})
 	restarted.Store(true)
 	restart()
@@ -455,7 +457,7 @@ func pair(t *testing.T, b Backend, config string, a, c spec) (ra, rc report) {
 
 // play runs the role of sp on a Shared of its own over s, from when start
 // is closed.
-func play(t testing.TB, s pace.Store, sp spec, start <-chan struct{}) report {
+func play(t testing.TB, s storetest.TakeStore, sp spec, start <-chan struct{}) report {
 	p := newShared(t, s, sp.Rate)
 	var (
 		mu  sync.Mutex
@@ -476,7 +478,7 @@ func play(t testing.TB, s pace.Store, sp spec, start <-chan struct{}) report {
 		default:
 			rep.Refused++
 		}
-		rep.ByPath[r.Path().String()]++
+		rep.ByPath[r.Source().String()]++
 	}
 	<-start
 	rep.Start = time.Now().UnixNano()

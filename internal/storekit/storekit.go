@@ -8,31 +8,31 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 // ErrDisagree reports a server-side take whose decision differs from
-// pace.TakeAll on the state it read: a bug, never a limit.
-var ErrDisagree = errors.New("storekit: the server's take and pace.TakeAll disagree")
+// driver.TakeAll on the state it read: a bug, never a limit.
+var ErrDisagree = errors.New("storekit: the server's take and driver.TakeAll disagree")
 
 // Grant derives the outcome of a take from what the server's script or
 // function read (tats, the arrival times before the decision; now, its
 // clock; gen, the key's reorder count) and whether it took, with the Go
-// arithmetic the server mirrors: pace.TakeAll for the decision, the wait
-// and the new arrival times, pace.RemainingAll for Remaining and Reset.
+// arithmetic the server mirrors: driver.TakeAll for the decision, the wait
+// and the new arrival times, driver.RemainingAll for Remaining and Reset.
 // len(tats) must equal len(shapes). It returns ErrDisagree when TakeAll
 // does not reach the server's decision.
-func Grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen uint64, took bool) (pace.Grant, error) {
-	var next [pace.MaxShapes]time.Duration
+func Grant(shapes []driver.Shape, tats []time.Duration, now time.Duration, gen uint64, took bool) (driver.Grant, error) {
+	var next [driver.MaxShapes]time.Duration
 	n := len(shapes)
-	wait, ok := pace.TakeAll(shapes, tats, next[:n], now)
+	wait, ok := driver.TakeAll(shapes, tats, next[:n], now)
 	if ok != took {
-		return pace.Grant{}, ErrDisagree
+		return driver.Grant{}, ErrDisagree
 	}
-	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
-	g := pace.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
+	remaining, reset := driver.RemainingAll(shapes, next[:n], now)
+	g := driver.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
 	if ok {
-		g.Receipt = pace.Receipt{At: now, Gen: gen, Reserved: next}
+		g.Receipt = driver.Receipt{At: now, Gen: gen, Reserved: next}
 	}
 	return g, nil
 }
@@ -44,7 +44,7 @@ func Grant(shapes []pace.Bucket, tats []time.Duration, now time.Duration, gen ui
 // after it exactly.
 func NewGen() uint64 { return rand.Uint64() >> 12 }
 
-// Shifted is the shifted argument of pace.RefundAll for a store that keeps a
+// Shifted is the shifted argument of driver.RefundAll for a store that keeps a
 // reorder count per key rather than a total of out-of-order refunds: 0 when
 // the receipt's count is still the key's (nothing shifted the take), unknown
 // (negative) otherwise.

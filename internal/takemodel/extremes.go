@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
-// ExtremeShapes returns shape sets at the edges of what pace.NewBucket
+// ExtremeShapes returns shape sets at the edges of what driver.NewShape
 // accepts: a capacity of one, one take a nanosecond (pace.MaxRate), a free
 // take of a one-nanosecond bucket, a take every 31 years, a tolerance at
-// the largest pace.NewBucket allows (about 73 years, far beyond 2^53 ns),
+// the largest driver.NewShape allows (about 73 years, far beyond 2^53 ns),
 // and a fractional cost.
-func ExtremeShapes(t *testing.T) [][]pace.Bucket {
+func ExtremeShapes(t *testing.T) [][]driver.Shape {
 	t.Helper()
 	type spec struct{ capacity, rate, cost float64 }
 	sets := [][]spec{
@@ -26,10 +27,10 @@ func ExtremeShapes(t *testing.T) [][]pace.Bucket {
 		{{1, 1, 1}, {1, 1 / 2.3e9, 1}},
 		{{2.5, 1e9 / 3, 0.5}, {1, 1, 0}, {1, 1e-9, 1}},
 	}
-	out := make([][]pace.Bucket, len(sets))
+	out := make([][]driver.Shape, len(sets))
 	for i, set := range sets {
 		for _, s := range set {
-			b, err := pace.NewBucket(s.capacity, s.rate, s.cost)
+			b, err := driver.NewShape(s.capacity, s.rate, s.cost)
 			if err != nil {
 				t.Fatalf("NewBucket(%v, %v, %v): %v", s.capacity, s.rate, s.cost, err)
 			}
@@ -44,11 +45,11 @@ func ExtremeShapes(t *testing.T) [][]pace.Bucket {
 // key repeated, refunds of either kind of receipt in any order (some
 // twice), and clock steps of a nanosecond, of the shapes' intervals, of
 // years and (with back) backwards, and requires after every step the
-// grant and the stored state that Model (pace.TakeAll, RemainingAll,
+// grant and the stored state that Model (driver.TakeAll, RemainingAll,
 // RefundAll) gives, and returns the situations reached by name. now, advance and stored are as for Scenario. The clock
 // never passes 2^62 + 2^60 ns (the year 2189), where an arrival time a
 // tolerance (at most 2^61 ns) ahead still fits an int64.
-func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Bucket, back bool, now func() time.Duration,
+func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []driver.Shape, back bool, now func() time.Duration,
 	advance func(time.Duration), stored func(key string) *State) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
@@ -58,8 +59,8 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 	const latest = 1<<62 + 1<<60
 	var m Model
 	type held struct {
-		shapes []pace.Bucket
-		r      pace.Receipt
+		shapes []driver.Shape
+		r      driver.Receipt
 	}
 	var receipts []held
 	check := func(step int, what string) {
@@ -76,7 +77,7 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 			t.Fatalf("seed %d step %d at %d: after %s stored %+v; reference %+v", seed, step, at, what, got, *want)
 		}
 	}
-	take := func(step int, sh []pace.Bucket, g pace.Grant, what string) {
+	take := func(step int, sh []driver.Shape, g driver.Grant, what string) {
 		t.Helper()
 		want, err := m.Take(k, sh, now(), g.Receipt.Gen)
 		if err != nil {
@@ -115,7 +116,7 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 			d = time.Duration(r.Int64N(int64(10 * 365 * 24 * time.Hour)))
 		}
 		if now()+d > latest {
-			d = 0 // beyond, pace.TakeAll's arrival times could overflow an int64
+			d = 0 // beyond, driver.TakeAll's arrival times could overflow an int64
 		}
 		advance(d)
 		sh := shapes[:1]
@@ -131,7 +132,7 @@ func Alternate(t *testing.T, s Store, seed uint64, steps int, shapes []pace.Buck
 			take(step, sh, g, fmt.Sprintf("Take of %d shapes", len(sh)))
 			check(step, fmt.Sprintf("Take of %d shapes", len(sh)))
 		case op < 6:
-			out := make([]pace.Grant, 1+r.IntN(3))
+			out := make([]driver.Grant, 1+r.IntN(3))
 			if err := s.TakeMany(ctx, slices.Repeat([]string{k}, len(out)), sh, out); err != nil {
 				t.Fatalf("seed %d step %d: TakeMany of %d shapes: %v", seed, step, len(sh), err)
 			}

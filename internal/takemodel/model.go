@@ -2,7 +2,7 @@
 // and Refund, against which the Redis and PostgreSQL stores' differential
 // tests compare their scripts.
 //
-// It is pace.TakeAll, pace.RemainingAll and pace.RefundAll on one state per
+// It is driver.TakeAll, driver.RemainingAll and driver.RefundAll on one state per
 // key, plus the rules a store adds around them:
 //
 //   - a key whose every arrival time is not after now is full, and full is
@@ -24,11 +24,10 @@ package takemodel
 
 import (
 	"fmt"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/storekit"
 	"slices"
 	"time"
-
-	"github.com/ratepace/pace"
-	"github.com/ratepace/pace/internal/storekit"
 )
 
 // State is what a store keeps for one key.
@@ -102,7 +101,7 @@ func (m *Model) Get(key string, now time.Duration) *State {
 // grant a store must report. fresh is the count the store gave the key if
 // this take created it (a store's Receipt.Gen then); Take returns an error
 // when a created key's count is one the key had before.
-func (m *Model) Take(key string, shapes []pace.Bucket, now time.Duration, fresh uint64) (pace.Grant, error) {
+func (m *Model) Take(key string, shapes []driver.Shape, now time.Duration, fresh uint64) (driver.Grant, error) {
 	st := m.Get(key, now)
 	created := st == nil
 	if created {
@@ -110,14 +109,14 @@ func (m *Model) Take(key string, shapes []pace.Bucket, now time.Duration, fresh 
 	}
 	n := len(shapes)
 	tats := st.read(n, now)
-	var next [pace.MaxShapes]time.Duration
-	wait, ok := pace.TakeAll(shapes, tats, next[:n], now)
-	remaining, reset := pace.RemainingAll(shapes, next[:n], now)
-	g := pace.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
+	var next [driver.MaxShapes]time.Duration
+	wait, ok := driver.TakeAll(shapes, tats, next[:n], now)
+	remaining, reset := driver.RemainingAll(shapes, next[:n], now)
+	g := driver.Grant{OK: ok, RetryAfter: wait, Remaining: remaining, Reset: reset}
 	if !ok {
 		return g, nil
 	}
-	g.Receipt = pace.Receipt{At: now, Gen: st.Gen, Reserved: next}
+	g.Receipt = driver.Receipt{At: now, Gen: st.Gen, Reserved: next}
 	st.write(next[:n])
 	if !st.Live(now) {
 		// Nothing to keep (a free take on a full key): the key is absent,
@@ -154,9 +153,9 @@ func (m *Model) remember(key string, gen uint64) {
 // "copy" (a second refund of the remembered receipt), "nothing", "exact"
 // (intact, nothing reordered), "reordered" or "deleted" (the refund left
 // every shape full).
-func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now time.Duration) string {
+func (m *Model) Refund(key string, shapes []driver.Shape, r driver.Receipt, now time.Duration) string {
 	st := m.Get(key, now)
-	if st == nil || r == (pace.Receipt{}) {
+	if st == nil || r == (driver.Receipt{}) {
 		return "absent"
 	}
 	if r.Gen < st.Born || r.Gen > st.Gen {
@@ -169,7 +168,7 @@ func (m *Model) Refund(key string, shapes []pace.Bucket, r pace.Receipt, now tim
 	n := len(shapes)
 	tats := st.read(n, now)
 	next := make([]time.Duration, n)
-	_, reorder := pace.RefundAll(shapes, tats, next, r, now, storekit.Shifted(intact))
+	_, reorder := driver.RefundAll(shapes, tats, next, r, now, storekit.Shifted(intact))
 	reordered := reorder > 0
 	if !reordered && slices.Equal(next, tats) {
 		return "nothing" // a reorder counts even when it changed only full shapes

@@ -9,16 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/storetest"
 )
 
 // shapes returns the shapes the Take scenarios draw from: everyday paces,
 // a few nanoseconds per take (several takes inside one microsecond), a
 // tolerance of 31 years (beyond 2^53 ns: the script's pairs must stay
 // exact), takes of cost zero, and fractional costs.
-func shapes(t *testing.T) []pace.Bucket {
+func shapes(t *testing.T) []driver.Shape {
 	t.Helper()
-	var all []pace.Bucket
+	var all []driver.Shape
 	for _, s := range []struct{ capacity, rate, cost float64 }{
 		{5, 5, 1},            // 5/s, a bucket of one second
 		{20, 20.0 / 60, 1},   // 20 a minute
@@ -29,7 +30,7 @@ func shapes(t *testing.T) []pace.Bucket {
 		{3.5, 7, 0.25},       // fractional
 		{1000, 1.0 / 3.6, 1}, // 1000 an hour
 	} {
-		b, err := pace.NewBucket(s.capacity, s.rate, s.cost)
+		b, err := driver.NewShape(s.capacity, s.rate, s.cost)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,16 +43,16 @@ func shapes(t *testing.T) []pace.Bucket {
 // more.
 type heldReceipt struct {
 	key    string
-	shapes []pace.Bucket
-	r      pace.Receipt
+	shapes []driver.Shape
+	r      driver.Receipt
 }
 
 // Store is what a Scenario drives: Take, TakeMany and Refund, and
 // a way to read back the stored state of a key.
 type Store interface {
-	Take(ctx context.Context, key string, shapes []pace.Bucket) (pace.Grant, error)
-	TakeMany(ctx context.Context, keys []string, shapes []pace.Bucket, out []pace.Grant) error
-	Refund(ctx context.Context, key string, shapes []pace.Bucket, r pace.Receipt) error
+	Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error)
+	TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error
+	Refund(ctx context.Context, key string, shapes []driver.Shape, r driver.Receipt) error
 }
 
 // clockStep returns how far the clock moves before the next operation:
@@ -93,10 +94,10 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 0x7a4e))
 	all := shapes(t)
-	pick := func() []pace.Bucket {
-		n := 1 + r.IntN(pace.MaxShapes)
+	pick := func() []driver.Shape {
+		n := 1 + r.IntN(driver.MaxShapes)
 		perm := r.Perm(len(all))[:n]
-		shapes := make([]pace.Bucket, n)
+		shapes := make([]driver.Shape, n)
 		for i, j := range perm {
 			shapes[i] = all[j]
 		}
@@ -105,16 +106,16 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 	// The key "slow" always has a shape of one take in 116 days: its waits
 	// pass 2^53 ns, and it keeps the others' keys from being refused for
 	// months.
-	slow, err := pace.NewBucket(2, 1e-7, 1)
+	slow, err := driver.NewShape(2, 1e-7, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := []string{"a", "b", "c", "slow"}
-	shapesOf := map[string][]pace.Bucket{}
-	pickFor := func(k string) []pace.Bucket {
+	shapesOf := map[string][]driver.Shape{}
+	pickFor := func(k string) []driver.Shape {
 		shapes := pick()
 		if k == "slow" {
-			shapes = append([]pace.Bucket{slow}, shapes[:min(len(shapes), pace.MaxShapes-1)]...)
+			shapes = append([]driver.Shape{slow}, shapes[:min(len(shapes), driver.MaxShapes-1)]...)
 		}
 		return shapes
 	}
@@ -139,7 +140,7 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 			t.Fatalf("seed %d step %d at %d: after %s key %s stored %+v; reference %+v", seed, step, at, what, k, got, *want)
 		}
 	}
-	take := func(step int, k string, shapes []pace.Bucket, g pace.Grant, what string) {
+	take := func(step int, k string, shapes []driver.Shape, g driver.Grant, what string) {
 		t.Helper()
 		var before []time.Duration // the key's arrival times before the take
 		if st := m.Get(k, now()); st != nil {
@@ -229,7 +230,7 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 				batch[i] = keys[r.IntN(len(keys))]
 			}
 			shapes := shapesOf[batch[0]]
-			out := make([]pace.Grant, len(batch))
+			out := make([]driver.Grant, len(batch))
 			if err := s.TakeMany(ctx, batch, shapes, out); err != nil {
 				t.Fatalf("seed %d step %d: TakeMany(%v): %v", seed, step, batch, err)
 			}
@@ -288,37 +289,37 @@ var Situations = []string{"on an edge", "taken", "refused", "refused by one shap
 // keys named are "k" and "j".
 func InvalidCalls(s Store) map[string]error {
 	ctx := context.Background()
-	ok, err := pace.NewBucket(5, 5, 1)
+	ok, err := driver.NewShape(5, 5, 1)
 	if err != nil {
 		panic(err)
 	}
-	five := []pace.Bucket{ok, ok, ok, ok, ok}
-	take := func(key string, shapes []pace.Bucket) error { _, err := s.Take(ctx, key, shapes); return err }
+	five := []driver.Shape{ok, ok, ok, ok, ok}
+	take := func(key string, shapes []driver.Shape) error { _, err := s.Take(ctx, key, shapes); return err }
 	return map[string]error{
 		"no shapes":      take("k", nil),
 		"five shapes":    take("k", five),
-		"zero Bucket":    take("k", []pace.Bucket{ok, {}}),
-		"empty key":      take("", []pace.Bucket{ok}),
-		"long key":       take(strings.Repeat("k", pace.MaxKeyLen+1), []pace.Bucket{ok}),
-		"many, bad key":  s.TakeMany(ctx, []string{"k", ""}, []pace.Bucket{ok}, make([]pace.Grant, 2)),
-		"many, short":    s.TakeMany(ctx, []string{"k", "j"}, []pace.Bucket{ok}, make([]pace.Grant, 1)),
-		"many, zero":     s.TakeMany(ctx, []string{"k"}, []pace.Bucket{{}}, make([]pace.Grant, 1)),
-		"refund, zero":   s.Refund(ctx, "k", []pace.Bucket{{}}, pace.Receipt{At: 1}),
-		"refund, no key": s.Refund(ctx, "", []pace.Bucket{ok}, pace.Receipt{At: 1}),
+		"zero Bucket":    take("k", []driver.Shape{ok, {}}),
+		"empty key":      take("", []driver.Shape{ok}),
+		"long key":       take(strings.Repeat("k", driver.MaxKeyLen+1), []driver.Shape{ok}),
+		"many, bad key":  s.TakeMany(ctx, []string{"k", ""}, []driver.Shape{ok}, make([]driver.Grant, 2)),
+		"many, short":    s.TakeMany(ctx, []string{"k", "j"}, []driver.Shape{ok}, make([]driver.Grant, 1)),
+		"many, zero":     s.TakeMany(ctx, []string{"k"}, []driver.Shape{{}}, make([]driver.Grant, 1)),
+		"refund, zero":   s.Refund(ctx, "k", []driver.Shape{{}}, driver.Receipt{At: 1}),
+		"refund, no key": s.Refund(ctx, "", []driver.Shape{ok}, driver.Receipt{At: 1}),
 	}
 }
 
 // WriteAll writes key in all five namespaces of s: a take of a token bucket
 // and of Take (one an hour), a plain and a burst slot, and a value. It
 // returns the shapes of the Take.
-func WriteAll(t *testing.T, s pace.Store, key string) []pace.Bucket {
+func WriteAll(t *testing.T, s storetest.TakeStore, key string) []driver.Shape {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pace.NewBucket(1, 1.0/3600, 1)
+	b, err := driver.NewShape(1, 1.0/3600, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shapes := []pace.Bucket{b}
+	shapes := []driver.Shape{b}
 	if ok, _, err := s.TokenBucket(ctx, key, 1, 1.0/3600, 1); !ok || err != nil {
 		t.Fatalf("TokenBucket = %v, %v", ok, err)
 	}
@@ -337,11 +338,11 @@ func WriteAll(t *testing.T, s pace.Store, key string) []pace.Bucket {
 	return shapes
 }
 
-// MustBucket returns pace.NewBucket(capacity, perSecond, cost), failing tb
+// MustBucket returns driver.NewShape(capacity, perSecond, cost), failing tb
 // on an error: the stores' tests build their shapes with it.
-func MustBucket(tb testing.TB, capacity, perSecond, cost float64) pace.Bucket {
+func MustBucket(tb testing.TB, capacity, perSecond, cost float64) driver.Shape {
 	tb.Helper()
-	b, err := pace.NewBucket(capacity, perSecond, cost)
+	b, err := driver.NewShape(capacity, perSecond, cost)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,9 @@ import (
 type document struct {
 	rec record
 	rs  *results
+	// loopback is the section cmd/loopback wrote in the page this one
+	// replaces, kept as it is (nil when there was none).
+	loopback []byte
 }
 
 func (d *document) markdown() []byte {
@@ -96,6 +99,9 @@ func (d *document) markdown() []byte {
 	p("\nBytes and allocations per request (medians):\n\n")
 	d.allocTable(&w, ht, httpImpls)
 
+	if d.loopback != nil {
+		p("\n%s", d.loopback)
+	}
 	p("\n## The peers' own bugs, met on the way\n\n")
 	p("- **throttled gives up under contention.** Its GCRA limiter reads a key's state and compare-and-swaps it, at most 10 times; when other requests on the same key win ten races in a row it returns an error instead of a decision (its HTTP middleware then answers 500), and the error's text contains the key. ")
 	p("`TestThrottledErrsUnderContention` in `bench/peerbugs_test.go` reproduces it with ten interleaved requests, every one of which the limit admits. ")
@@ -111,6 +117,7 @@ func (d *document) markdown() []byte {
 	p("\n## Reproduce\n\n```sh\n")
 	p("go run ./bench/cmd/report                 # this page and its chart (-count, -benchtime, -redis ADDR|off)\n")
 	p("go run ./bench/cmd/report -short          # the smoke test CI runs, written to a temporary directory\n")
+	p("go run ./bench/cmd/loopback               # the section over loopback (the report keeps it as it is)\n")
 	p("cd bench && go test -run '^$' -bench 'Local/keys=10000/' -count 6 . | tee local.txt   # one group, for benchstat\n")
 	p("cd bench && go test -race ./...           # the tests: key sets, orders, the peers' bugs, the report's parser\n")
 	p("```\n")

@@ -108,7 +108,7 @@ type record struct {
 }
 
 func run(o options) error {
-	root, err := repoRoot()
+	root, err := bench.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -143,6 +143,11 @@ func run(o options) error {
 		}
 	}
 	doc := document{rec: rec, rs: newResults()}
+	if old, err := os.ReadFile(filepath.Join(o.out, "benchmarks.md")); err == nil {
+		doc.loopback = bench.LoopbackSection(old)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	for i, out := range rec.Rounds {
 		if err := doc.rs.parse(i, strings.NewReader(out)); err != nil {
 			return err
@@ -347,19 +352,6 @@ func memoryChild(name string, keys int, horizon time.Duration) error {
 		}
 	}
 	return fmt.Errorf("no implementation named %q", name)
-}
-
-// repoRoot returns the directory of the go.work this command runs in.
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOWORK: %w", err)
-	}
-	work := strings.TrimSpace(string(out))
-	if work == "" || work == "off" {
-		return "", errors.New("run it from inside the repository, where go.work is (go run ./bench/cmd/report)")
-	}
-	return filepath.Dir(work), nil
 }
 
 // moduleVersions returns the version of every module an implementation

@@ -135,3 +135,17 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentKeepsLoopback: the section cmd/loopback wrote is kept as it
+// is, before the peers' bugs, and the page reads back to the same section.
+func TestDocumentKeepsLoopback(t *testing.T) {
+	section := []byte(bench.LoopbackBegin + "## Over loopback: what a server sees\n\n| 1 | admit |\n" + bench.LoopbackEnd)
+	d := document{rec: record{Command: "go run ./bench/cmd/report", Count: 2, Benchtime: "1x", Rounds: runs}, rs: parsed(t), loopback: section}
+	md := d.markdown()
+	if got := bench.LoopbackSection(md); !bytes.Equal(got, section) {
+		t.Fatalf("the page's loopback section = %q; want %q", got, section)
+	}
+	if i, j := bytes.Index(md, section), bytes.Index(md, []byte("## The peers' own bugs")); i < 0 || j < i {
+		t.Errorf("the loopback section at %d, the peers' bugs at %d; want it before them", i, j)
+	}
+}

@@ -1,4 +1,4 @@
-package pace_test
+package driver_test
 
 import (
 	"errors"
@@ -8,52 +8,53 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/driver"
 )
 
 func TestValidate(t *testing.T) {
-	huge := strings.Repeat("k", pace.MaxKeyLen+1)
+	huge := strings.Repeat("k", driver.MaxKeyLen+1)
 	nan, inf := math.NaN(), math.Inf(1)
 	cases := []struct {
 		name string
 		err  error
 	}{
-		{"empty key", pace.ValidateKey("")},
-		{"huge key", pace.ValidateKey(huge)},
-		{"negative ttl", pace.ValidateSet("k", -time.Nanosecond)},
-		{"set empty key", pace.ValidateSet("", time.Second)},
-		{"slot limit 0", pace.ValidateSlot("k", 0, time.Second)},
-		{"slot ttl 0", pace.ValidateSlot("k", 1, 0)},
-		{"slot ttl negative", pace.ValidateSlot("k", 1, -time.Second)},
-		{"sustained 0", pace.ValidateSlotBurst("k", 0, 0, time.Minute, time.Second)},
-		{"ceiling below sustained", pace.ValidateSlotBurst("k", 4, 3, time.Minute, time.Second)},
-		{"ceiling above 2x", pace.ValidateSlotBurst("k", 4, 9, time.Minute, time.Second)},
-		{"ceiling above 2x, huge sustained", pace.ValidateSlotBurst("k", math.MaxInt64/2, math.MaxInt64, time.Minute, time.Second)},
-		{"negative budget", pace.ValidateSlotBurst("k", 4, 8, -time.Minute, time.Second)},
-		{"burst ttl 0", pace.ValidateSlotBurst("k", 4, 8, time.Minute, 0)},
-		{"refresh ttl 0", pace.ValidateRefresh("k", 0)},
-		{"refresh empty key", pace.ValidateRefresh("", time.Second)},
+		{"empty key", driver.ValidateKey("")},
+		{"huge key", driver.ValidateKey(huge)},
+		{"negative ttl", driver.ValidateSet("k", -time.Nanosecond)},
+		{"set empty key", driver.ValidateSet("", time.Second)},
+		{"slot limit 0", driver.ValidateSlot("k", 0, time.Second)},
+		{"slot ttl 0", driver.ValidateSlot("k", 1, 0)},
+		{"slot ttl negative", driver.ValidateSlot("k", 1, -time.Second)},
+		{"sustained 0", driver.ValidateSlotBurst("k", 0, 0, time.Minute, time.Second)},
+		{"ceiling below sustained", driver.ValidateSlotBurst("k", 4, 3, time.Minute, time.Second)},
+		{"ceiling above 2x", driver.ValidateSlotBurst("k", 4, 9, time.Minute, time.Second)},
+		{"ceiling above 2x, huge sustained", driver.ValidateSlotBurst("k", math.MaxInt64/2, math.MaxInt64, time.Minute, time.Second)},
+		{"negative budget", driver.ValidateSlotBurst("k", 4, 8, -time.Minute, time.Second)},
+		{"burst ttl 0", driver.ValidateSlotBurst("k", 4, 8, time.Minute, 0)},
+		{"refresh ttl 0", driver.ValidateRefresh("k", 0)},
+		{"refresh empty key", driver.ValidateRefresh("", time.Second)},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: err = %v; want ErrInvalidArgument", c.name, c.err)
-		} else if msg := c.err.Error(); !strings.HasPrefix(msg, "pace: ") || !strings.HasSuffix(msg, ": "+pace.ErrInvalidArgument.Error()) {
-			t.Errorf("%s: err = %q; want \"pace: what: pace: invalid argument\"", c.name, msg)
+		} else if msg := c.err.Error(); !strings.HasPrefix(msg, "driver: ") || !strings.HasSuffix(msg, ": "+pace.ErrInvalidArgument.Error()) {
+			t.Errorf("%s: err = %q; want \"driver: what: pace: invalid argument\"", c.name, msg)
 		}
 	}
 	// A bad key of TakeMany is named by its index, never by its text.
-	err := pace.ValidateTakeMany([]string{"ok", huge}, nil, make([]pace.Grant, 2))
-	if !errors.Is(err, pace.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "pace: keys[1]: ") || strings.Contains(err.Error(), "kkk") {
+	err := driver.ValidateTakeMany([]string{"ok", huge}, nil, make([]driver.Grant, 2))
+	if !errors.Is(err, pace.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "driver: keys[1]: ") || strings.Contains(err.Error(), "kkk") {
 		t.Errorf("ValidateTakeMany(a huge second key) = %v; want an error naming keys[1], without the key", err)
 	}
 	valid := []error{
-		pace.ValidateKey(huge[:pace.MaxKeyLen]),
-		pace.ValidateSet("k", 0),
-		pace.ValidateSlot("k", 1, time.Nanosecond),
-		pace.ValidateSlotBurst("k", 4, 4, 0, time.Second),
-		pace.ValidateSlotBurst("k", 4, 8, time.Minute, time.Second),
-		pace.ValidateSlotBurst("k", 4, 8, math.MaxInt64, time.Second),
-		pace.ValidateSlotBurst("k", math.MaxInt64/2+1, math.MaxInt64, time.Minute, time.Second), // 2 × sustained overflows an int64
-		pace.ValidateRefresh("k", time.Second),
+		driver.ValidateKey(huge[:driver.MaxKeyLen]),
+		driver.ValidateSet("k", 0),
+		driver.ValidateSlot("k", 1, time.Nanosecond),
+		driver.ValidateSlotBurst("k", 4, 4, 0, time.Second),
+		driver.ValidateSlotBurst("k", 4, 8, time.Minute, time.Second),
+		driver.ValidateSlotBurst("k", 4, 8, math.MaxInt64, time.Second),
+		driver.ValidateSlotBurst("k", math.MaxInt64/2+1, math.MaxInt64, time.Minute, time.Second), // 2 × sustained overflows an int64
+		driver.ValidateRefresh("k", time.Second),
 	}
 	for i, err := range valid {
 		if err != nil {
@@ -69,11 +70,11 @@ func TestValidate(t *testing.T) {
 		{1e300, 1, 1},   // the capacity takes longer than 73 years to refill
 		{10, 1e-300, 0}, // so does a zero-cost bucket's
 	} {
-		if _, err := pace.ValidateTokenBucket("k", c.capacity, c.rate, c.cost); !errors.Is(err, pace.ErrInvalidArgument) {
+		if _, err := driver.ValidateTokenBucket("k", c.capacity, c.rate, c.cost); !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("ValidateTokenBucket(%v, %v, %v) = %v; want ErrInvalidArgument", c.capacity, c.rate, c.cost, err)
 		}
 	}
-	if _, err := pace.ValidateTokenBucket("", 10, 1, 1); !errors.Is(err, pace.ErrInvalidArgument) {
+	if _, err := driver.ValidateTokenBucket("", 10, 1, 1); !errors.Is(err, pace.ErrInvalidArgument) {
 		t.Errorf("ValidateTokenBucket with an empty key = %v; want ErrInvalidArgument", err)
 	}
 }
@@ -88,7 +89,7 @@ func TestBucketShapes(t *testing.T) {
 		{3, 3, 1, 3}, {10, 3, 1, 10}, {3, 1.5, 1, 3}, {100, 1.5, 1, 100}, {2.5, 2.5, 1, 2},
 		{12, 1, 3, 4}, {10, 5, 4, 2}, {1, 0.001, 1, 1}, {1e6, 1e6, 1, 1e6},
 	} {
-		b, err := pace.NewBucket(c.capacity, c.rate, c.cost)
+		b, err := driver.NewShape(c.capacity, c.rate, c.cost)
 		if err != nil {
 			t.Fatalf("NewBucket(%v, %v, %v) = %v", c.capacity, c.rate, c.cost, err)
 		}
