@@ -1,6 +1,7 @@
 package pace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +19,8 @@ type FailurePolicy int
 
 const (
 	// FailClosed refuses when the backend fails: TokenBucket reports
-	// allowed=false and Take a refused Grant, with the configured retryAfter
-	// (see FailClosedRetryAfter), AcquireSlot and AcquireSlotBurst report
+	// allowed=false and Take a refused Grant, with a retryAfter of the probe
+	// interval (see ProbeInterval), AcquireSlot and AcquireSlotBurst report
 	// acquired=false with current set to the limit (or the ceiling), which
 	// reads as a hard-wall rejection. For limits that must never be overrun:
 	// an outage of the backend becomes an outage of the limited service.
@@ -66,12 +67,28 @@ func (p FailurePolicy) String() string {
 // decides only what the policy passes through. Close closes s; every later
 // call returns an error wrapping ErrClosed.
 //
+// After a backend failure (an error, or a call that outlived timeout) the
+// store keeps off the backend, so that an outage costs callers no waiting:
+// for the probe interval (ProbeInterval, 500 ms by default) every decision
+// is the policy's at once, reported to the Observer with the error that
+// opened the interval, and every other call returns at once an error
+// wrapping that one, without reaching s (a release or a refresh then is
+// lost; a slot counter forgets it at its TTL). The first call after the
+// interval starts one probe of s in the background (a Get of a key nothing
+// sets, bounded by timeout, or by the interval when timeout is 0) and is
+// itself answered without s, as are the others until s has answered the
+// probe; a probe s does not answer keeps it off for another interval. So
+// calls go back to s within about one interval of its return. A caller's
+// own deadline is not a failure: with timeout 0, a backend that hangs
+// rather than errs costs each caller its deadline.
+//
 // The error wraps ErrInvalidArgument when s is nil, policy is neither
 // FailOpen nor FailClosed, timeout is negative, or an option is invalid or
 // does not serve WithFailurePolicy. Its options are WithObserver, WithClock
-// and FailClosedRetryAfter. The result is safe for concurrent use if s is. How to
-// choose the policy and the timeout, and how to count the decisions, is in
-// docs/metrics.md.
+// (the probes' timing) and ProbeInterval. The result
+// is safe for concurrent use if s is. How to choose the policy and the
+// timeout, and how to count the decisions, is in docs/metrics.md; what they
+// assume of the client of Redis or PostgreSQL, in docs/replicas.md.
 func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opts ...Option) (Store, error) {
 	if s == nil {
 		return nil, invalid("nil store")
@@ -90,13 +107,33 @@ func WithFailurePolicy(s Store, policy FailurePolicy, timeout time.Duration, opt
 		s:          s,
 		open:       policy == FailOpen,
 		timeout:    timeout,
-		retryAfter: cfg.retryAfter,
+		retryAfter: cfg.probeInterval,
 		obs:        cfg.observer,
+	}
+	f.brk = breaker{
+		interval: cfg.probeInterval,
+		bound:    cmp.Or(timeout, cfg.probeInterval),
+		now:      monotonic(cfg.clock),
+		probe: func(ctx context.Context) error {
+			_, err := s.Get(ctx, probeKey)
+			return err
+		},
 	}
 	if t, ok := s.(driver.Taker); ok {
 		return &failureTaker{f, t}, nil
 	}
 	return f, nil
+}
+
+// monotonic returns a clock reading nanoseconds since now: of clock when it
+// is not nil, else of the monotonic clock.
+func monotonic(clock func() time.Time) func() int64 {
+	if clock == nil {
+		epoch := time.Now()
+		return func() int64 { return int64(time.Since(epoch)) }
+	}
+	epoch := clock()
+	return func() int64 { return int64(clock().Sub(epoch)) }
 }
 
 // failureTaker is the Store returned by WithFailurePolicy for a store that
@@ -117,6 +154,15 @@ type failureStore struct {
 	retryAfter time.Duration
 	obs        Observer
 	closed     atomic.Bool
+	brk        breaker                // open while the backend is down
+	down       atomic.Pointer[outage] // what opened brk, once it was
+}
+
+// outage is the failure that opened the breaker: cause as the backend
+// returned it (for the Observer), err wrapping it (for the calls answered
+// without the backend).
+type outage struct {
+	cause, err error
 }
 
 var _ Store = (*failureStore)(nil)
@@ -133,18 +179,25 @@ func (f *failureStore) bound(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, f.timeout)
 }
 
-// failed reports whether err, returned by the backend to a call made with the
-// caller's ctx, is a backend failure that the policy decides in place of.
+// failed reports whether err, returned by the backend (or by forward in its
+// place) to a call made with the caller's ctx, is a backend failure: one the
+// policy decides in place of, and that keeps calls off the backend.
 func failed(ctx context.Context, err error) bool {
 	return err != nil &&
 		ctx.Err() == nil &&
 		!errors.Is(err, ErrInvalidArgument) &&
-		!errors.Is(err, ErrClosed)
+		!errors.Is(err, ErrClosed) &&
+		!errors.Is(err, ErrNotFound)
 }
 
-// decide reports the policy's decision for op, after telling the observer.
+// decide reports the policy's decision for op, after telling the observer
+// the backend's error (the one that opened the breaker, when err is the
+// breaker's).
 func (f *failureStore) decide(op string, err error) bool {
 	if f.obs != nil {
+		if o := f.down.Load(); o != nil && err == o.err {
+			err = o.cause
+		}
 		f.obs.Failed(op, err, f.open)
 	}
 	return f.open
@@ -159,9 +212,12 @@ func (f *failureStore) TokenBucket(ctx context.Context, key string, capacity, re
 	if _, err := driver.ValidateTokenBucket(key, capacity, refillPerSec, cost); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	allowed, retryAfter, err := f.s.TokenBucket(bctx, key, capacity, refillPerSec, cost)
-	cancel()
+	var allowed bool
+	var retryAfter time.Duration
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		allowed, retryAfter, err = f.s.TokenBucket(ctx, key, capacity, refillPerSec, cost)
+		return err
+	})
 	if !failed(ctx, err) {
 		return allowed, retryAfter, err
 	}
@@ -180,9 +236,12 @@ func (f *failureStore) AcquireSlot(ctx context.Context, key string, limit int64,
 	if err := driver.ValidateSlot(key, limit, ttl); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	acquired, current, err := f.s.AcquireSlot(bctx, key, limit, ttl)
-	cancel()
+	var acquired bool
+	var current int64
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		acquired, current, err = f.s.AcquireSlot(ctx, key, limit, ttl)
+		return err
+	})
 	if !failed(ctx, err) {
 		return acquired, current, err
 	}
@@ -201,9 +260,12 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	if err := driver.ValidateSlotBurst(key, sustained, ceiling, burstBudget, ttl); err != nil {
 		return false, 0, err
 	}
-	bctx, cancel := f.bound(ctx)
-	acquired, current, err := f.s.AcquireSlotBurst(bctx, key, sustained, ceiling, burstBudget, ttl)
-	cancel()
+	var acquired bool
+	var current int64
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		acquired, current, err = f.s.AcquireSlotBurst(ctx, key, sustained, ceiling, burstBudget, ttl)
+		return err
+	})
 	if !failed(ctx, err) {
 		return acquired, current, err
 	}
@@ -213,15 +275,28 @@ func (f *failureStore) AcquireSlotBurst(ctx context.Context, key string, sustain
 	return false, ceiling, nil
 }
 
-// forward runs op on the backend within the timeout. The methods without a
-// decision to substitute use it: they pass every error through unchanged.
+// forward runs op on the backend within the timeout, unless the breaker
+// keeps calls off it: then it returns at once the error of the failure that
+// opened it. A backend failure opens the breaker, an answer closes it.
+// Every method calls the backend through it.
 func (f *failureStore) forward(ctx context.Context, op func(context.Context) error) error {
 	if f.closed.Load() {
 		return errFailureClosed
 	}
-	ctx, cancel := f.bound(ctx)
-	defer cancel()
-	return op(ctx)
+	if !f.brk.closed() {
+		return f.down.Load().err
+	}
+	bctx, cancel := f.bound(ctx)
+	err := op(bctx)
+	cancel()
+	switch {
+	case failed(ctx, err):
+		f.down.Store(&outage{cause: err, err: fmt.Errorf("pace: failure policy: backend not called, down since a failure: %w", err)})
+		f.brk.trip()
+	case ctx.Err() == nil: // an answer (the caller's own deadline is none)
+		f.brk.reset()
+	}
+	return err
 }
 
 // ReleaseSlot forwards to the backend within the timeout.
@@ -267,9 +342,11 @@ func (f *failureTaker) Take(ctx context.Context, key string, shapes []driver.Sha
 	if err := driver.ValidateTake(key, shapes); err != nil {
 		return driver.Grant{}, err
 	}
-	bctx, cancel := f.bound(ctx)
-	g, err := f.t.Take(bctx, key, shapes)
-	cancel()
+	var g driver.Grant
+	err := f.forward(ctx, func(ctx context.Context) (err error) {
+		g, err = f.t.Take(ctx, key, shapes)
+		return err
+	})
 	if !failed(ctx, err) {
 		return g, err
 	}
@@ -285,9 +362,7 @@ func (f *failureTaker) TakeMany(ctx context.Context, keys []string, shapes []dri
 	if err := driver.ValidateTakeMany(keys, shapes, out); err != nil {
 		return err
 	}
-	bctx, cancel := f.bound(ctx)
-	err := f.t.TakeMany(bctx, keys, shapes, out)
-	cancel()
+	err := f.forward(ctx, func(ctx context.Context) error { return f.t.TakeMany(ctx, keys, shapes, out) })
 	if !failed(ctx, err) {
 		return err
 	}
@@ -300,7 +375,7 @@ func (f *failureTaker) TakeMany(ctx context.Context, keys []string, shapes []dri
 
 // grant returns the policy's decision of a take, after telling the observer:
 // fail-open admits with the zero Receipt (nothing was taken, so there is
-// nothing to refund), fail-closed refuses for the configured retryAfter.
+// nothing to refund), fail-closed refuses until the next probe.
 func (f *failureStore) grant(op string, err error) driver.Grant {
 	if f.decide(op, err) {
 		return driver.Grant{OK: true}
@@ -327,8 +402,10 @@ func (f *failureStore) Delete(ctx context.Context, key string) error {
 }
 
 // Close closes the backend with the caller's ctx and makes every later call
-// return ErrClosed.
+// return ErrClosed. It returns once no probe is under way.
 func (f *failureStore) Close(ctx context.Context) error {
 	f.closed.Store(true)
-	return f.s.Close(ctx)
+	err := f.s.Close(ctx)
+	f.brk.wait()
+	return err
 }

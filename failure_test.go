@@ -239,9 +239,11 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			var rec hookRecorder
 			backend := &failingStore{err: errBackendDown}
-			s := mustFailurePolicy(t, backend, tc.policy, 0,
-				pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(3*time.Second))
 			for _, d := range policyDecisions {
+				// A wrapper each: after a failure, a wrapper keeps calls
+				// off its backend (TestFailurePolicyBreaker).
+				s := mustFailurePolicy(t, backend, tc.policy, 0,
+					pace.WithObserver(failedFunc(rec.hook)), pace.ProbeInterval(3*time.Second))
 				got := d.call(s)
 				if want := tc.want[d.op]; got != want {
 					t.Errorf("%s on a failing backend = %v; want %v", d.op, got, want)
@@ -262,8 +264,8 @@ func TestFailurePolicyDecidesOnBackendError(t *testing.T) {
 func TestFailurePolicyDefaultRetryAfter(t *testing.T) {
 	s := mustFailurePolicy(t, &failingStore{err: errBackendDown}, pace.FailClosed, 0)
 	ok, d, err := s.TokenBucket(context.Background(), "k", 10, 1, 1)
-	if ok || d != time.Second || err != nil { // the documented default of FailClosedRetryAfter
-		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, time.Second)
+	if ok || d != 500*time.Millisecond || err != nil { // the documented default of ProbeInterval
+		t.Errorf("TokenBucket = %v, %v, %v; want false, %v, nil", ok, d, err, 500*time.Millisecond)
 	}
 }
 
@@ -410,7 +412,10 @@ func TestFailurePolicyTimeout(t *testing.T) {
 			t.Errorf("%v: hook calls %v; want one with context.DeadlineExceeded", p, calls)
 		}
 
-		// Methods without a policyDecision get the timeout and return its error.
+		// Methods without a policyDecision get the timeout and return its
+		// error (on wrappers of their own: after the failure above, this
+		// one keeps calls off its backend).
+		s = mustFailurePolicy(t, &hangingStore{deadlines: deadlines}, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		if _, err := s.Get(context.Background(), "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%v: Get on a hung backend = %v; want context.DeadlineExceeded", p, err)
 		}
@@ -422,7 +427,9 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		}
 		// Take is a decision too: the policy decides it, with an admission
 		// that took nothing (the zero Receipt, whose Refund does nothing) or
-		// the fail-closed retry-after.
+		// the fail-closed retry-after (on a wrapper of its own, as Get).
+		backend = &hangingStore{deadlines: deadlines}
+		s = mustFailurePolicy(t, backend, p, timeout, pace.WithObserver(failedFunc(rec.hook)))
 		shape, err := driver.NewShape(5, 5, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -430,7 +437,7 @@ func TestFailurePolicyTimeout(t *testing.T) {
 		g, err := s.(driver.Taker).Take(context.Background(), "k", []driver.Shape{shape})
 		want := driver.Grant{OK: true}
 		if p == pace.FailClosed {
-			want = driver.Grant{RetryAfter: time.Second}
+			want = driver.Grant{RetryAfter: 500 * time.Millisecond} // the default probe interval
 		}
 		if g != want || err != nil {
 			t.Errorf("%v: Take on a hung backend = %+v, %v; want %+v, nil", p, g, err, want)
@@ -488,8 +495,10 @@ func TestFailurePolicyPassThroughMethods(t *testing.T) {
 				t.Errorf("%v: %s on a failing backend = %v; want %v", p, name, err, errBackendDown)
 			}
 		}
-		if n := backend.calls.Load(); n != 8 {
-			t.Errorf("%v: backend calls = %d; want 8", p, n)
+		// The first failure keeps the others off the backend: they return
+		// at once an error wrapping it.
+		if n := backend.calls.Load(); n != 1 {
+			t.Errorf("%v: backend calls = %d; want 1", p, n)
 		}
 		if calls := rec.take(); len(calls) != 0 {
 			t.Errorf("%v: hook calls for methods without a policyDecision: %v", p, calls)
@@ -513,7 +522,7 @@ func TestFailurePolicyDecidesTakes(t *testing.T) {
 	for _, p := range []pace.FailurePolicy{pace.FailOpen, pace.FailClosed} {
 		var rec hookRecorder
 		backend := &failingStore{err: errBackendDown}
-		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)), pace.FailClosedRetryAfter(2*time.Second))
+		s := mustFailurePolicy(t, backend, p, time.Minute, pace.WithObserver(failedFunc(rec.hook)), pace.ProbeInterval(2*time.Second))
 		want := driver.Grant{OK: true}
 		if p == pace.FailClosed {
 			want = driver.Grant{RetryAfter: 2 * time.Second}
@@ -529,8 +538,8 @@ func TestFailurePolicyDecidesTakes(t *testing.T) {
 		if err := s.(driver.Taker).Refund(ctx, "k", shapes, g.Receipt); err != nil {
 			t.Errorf("%v: Refund of the zero Receipt = %v; want nil", p, err)
 		}
-		if n := backend.calls.Load(); n != 2 {
-			t.Errorf("%v: backend calls = %d; want 2 (Take, TakeMany; not the Refund)", p, n)
+		if n := backend.calls.Load(); n != 1 {
+			t.Errorf("%v: backend calls = %d; want 1 (Take; TakeMany decided without the backend after its failure; not the Refund)", p, n)
 		}
 		calls := rec.take()
 		if len(calls) != 2 || calls[0].op != "Take" || calls[1].op != "TakeMany" || calls[0].allowed != (p == pace.FailOpen) {
@@ -591,12 +600,14 @@ func TestWithFailurePolicyInvalid(t *testing.T) {
 		timeout time.Duration
 		opts    []pace.Option
 	}{
-		"nil store":          {nil, pace.FailOpen, 0, nil},
-		"zero policy":        {ok, 0, 0, nil},
-		"unknown policy":     {ok, 3, 0, nil},
-		"negative timeout":   {ok, pace.FailClosed, -time.Second, nil},
-		"zero retryAfter":    {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(0)}},
-		"negative retryAfer": {ok, pace.FailClosed, 0, []pace.Option{pace.FailClosedRetryAfter(-1)}},
+		"nil store":               {nil, pace.FailOpen, 0, nil},
+		"zero policy":             {ok, 0, 0, nil},
+		"unknown policy":          {ok, 3, 0, nil},
+		"negative timeout":        {ok, pace.FailClosed, -time.Second, nil},
+		"zero retryAfter":         {ok, pace.FailClosed, 0, []pace.Option{pace.ProbeInterval(0)}},
+		"negative retryAfer":      {ok, pace.FailClosed, 0, []pace.Option{pace.ProbeInterval(-1)}},
+		"zero probe interval":     {ok, pace.FailOpen, 0, []pace.Option{pace.ProbeInterval(0)}},
+		"negative probe interval": {ok, pace.FailOpen, 0, []pace.Option{pace.ProbeInterval(-time.Second)}},
 	} {
 		s, err := pace.WithFailurePolicy(tc.s, tc.p, tc.timeout, tc.opts...)
 		if s != nil || !errors.Is(err, pace.ErrInvalidArgument) {
@@ -680,5 +691,131 @@ func ExampleWithFailurePolicy() {
 	allowed, retryAfter, err := s.TokenBucket(context.Background(), "client-42", 10, 5, 1)
 	fmt.Println(allowed, retryAfter, err)
 	// Output:
-	// false 1s <nil>
+	// false 500ms <nil>
+}
+
+// switchedStore is a memory store whose TokenBucket, AcquireSlot,
+// ReleaseSlot and Get fail while down is set; it counts the calls of the
+// first three (calls) and of Get (probes) that reached it.
+type switchedStore struct {
+	*memory.Store
+	down          atomic.Bool
+	calls, probes atomic.Int64
+}
+
+func (s *switchedStore) reach(n *atomic.Int64) error {
+	n.Add(1)
+	if s.down.Load() {
+		return errBackendDown
+	}
+	return nil
+}
+
+func (s *switchedStore) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
+	if err := s.reach(&s.calls); err != nil {
+		return false, 0, err
+	}
+	return s.Store.TokenBucket(ctx, key, capacity, refillPerSec, cost)
+}
+
+func (s *switchedStore) AcquireSlot(ctx context.Context, key string, limit int64, ttl time.Duration) (bool, int64, error) {
+	if err := s.reach(&s.calls); err != nil {
+		return false, 0, err
+	}
+	return s.Store.AcquireSlot(ctx, key, limit, ttl)
+}
+
+func (s *switchedStore) ReleaseSlot(ctx context.Context, key string) error {
+	if err := s.reach(&s.calls); err != nil {
+		return err
+	}
+	return s.Store.ReleaseSlot(ctx, key)
+}
+
+func (s *switchedStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.reach(&s.probes); err != nil {
+		return nil, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestFailurePolicyBreaker: after one backend failure, decisions are the
+// policy's and releases fail at once, none reaching the backend, for the
+// probe interval; then exactly one probe starts in the background however
+// many callers arrive at once, none of them waiting for it; a probe the
+// backend does not answer keeps calls off it for another interval, and once
+// one is answered, the backend decides again (a bucket of one refuses its
+// second take). Before, every call reached the backend, each waiting out
+// the timeout of a backend that hangs.
+func TestFailurePolicyBreaker(t *testing.T) {
+	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	backend := &switchedStore{Store: memory.New(memory.WithClock(clk.Now))}
+	var rec hookRecorder
+	const interval = 100 * time.Millisecond
+	s := mustFailurePolicy(t, backend, pace.FailOpen, 50*time.Millisecond,
+		pace.ProbeInterval(interval), pace.WithClock(clk.Now), pace.WithObserver(failedFunc(rec.hook)))
+	ctx := context.Background()
+	request := func() (allowed bool, releaseErr error) {
+		ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1)
+		if err != nil {
+			t.Fatalf("TokenBucket = %v", err)
+		}
+		if acquired, _, err := s.AcquireSlot(ctx, "k", 2, time.Minute); err != nil || !acquired {
+			t.Fatalf("AcquireSlot = %v, %v; want acquired", acquired, err)
+		}
+		return ok, s.ReleaseSlot(ctx, "k")
+	}
+	backend.down.Store(true)
+	if ok, err := request(); !ok || !errors.Is(err, errBackendDown) {
+		t.Fatalf("the first request on a failing backend = %v, %v; want fail-open, the release's error", ok, err)
+	}
+	if n := backend.calls.Load(); n != 1 {
+		t.Fatalf("the first request made %d backend calls; want 1 (the failure keeps the rest off)", n)
+	}
+	rec.take()
+	for range 100 {
+		if ok, err := request(); !ok || !errors.Is(err, errBackendDown) {
+			t.Fatalf("a request while the breaker is open = %v, %v; want fail-open, an error wrapping the backend's", ok, err)
+		}
+	}
+	clk.Advance(interval - time.Nanosecond)
+	request()
+	pace.WaitFailureProbes(s)
+	if calls, probes := backend.calls.Load(), backend.probes.Load(); calls != 1 || probes != 0 {
+		t.Fatalf("within the probe interval: %d backend calls, %d probes; want 1, 0", calls, probes)
+	}
+	if calls := rec.take(); len(calls) != 2*101 || calls[0] != (hookCall{"TokenBucket", errBackendDown, true}) {
+		t.Fatalf("hook calls while open: %d, first %v; want %d, the backend's error", len(calls), calls[0], 2*101)
+	}
+	clk.Advance(time.Nanosecond)
+	var wg sync.WaitGroup
+	for range 32 { // callers at once: one probe
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			request()
+		}()
+	}
+	wg.Wait()
+	pace.WaitFailureProbes(s)
+	request()
+	if calls, probes := backend.calls.Load(), backend.probes.Load(); calls != 1 || probes != 1 {
+		t.Fatalf("one interval after the failure, 33 requests: %d backend calls, %d probes; want 1, 1", calls, probes)
+	}
+	backend.down.Store(false)
+	clk.Advance(interval) // from the end of the failed probe
+	// One decision starts the probe and is answered without the backend
+	// (a whole request would race the probe).
+	if ok, _, err := s.TokenBucket(ctx, "k", 1, 1, 1); !ok || err != nil {
+		t.Fatalf("the decision that starts the probe = %v, %v; want fail-open", ok, err)
+	}
+	pace.WaitFailureProbes(s)
+	if calls, probes := backend.calls.Load(), backend.probes.Load(); calls != 1 || probes != 2 {
+		t.Fatalf("the backend back, the next interval: %d backend calls, %d probes; want 1, 2", calls, probes)
+	}
+	for i, want := range []bool{true, false} {
+		if ok, err := request(); ok != want || err != nil {
+			t.Fatalf("request %d once the probe was answered = %v, %v; want %v from the backend (a bucket of 1), nil", i, ok, err, want)
+		}
+	}
 }

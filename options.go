@@ -29,7 +29,7 @@ type config struct {
 	roundTrips int
 
 	// WithFailurePolicy
-	retryAfter time.Duration
+	probeInterval time.Duration
 
 	scope target // the constructor being configured
 	err   error  // the first option out of place or out of range
@@ -59,17 +59,18 @@ const (
 	// defaultRoundTrips is the round trips in flight of a Shared without
 	// WithRoundTrips.
 	defaultRoundTrips = 2
-	// defaultFailClosedRetryAfter is the retryAfter a fail-closed
-	// TokenBucket reports without FailClosedRetryAfter: long enough that
-	// callers who honour it do not hammer a failing backend, short enough
-	// that service resumes promptly once it is back.
-	defaultFailClosedRetryAfter = time.Second
+	// defaultProbeInterval is the time a store under WithFailurePolicy
+	// decides without its backend after a failure, without ProbeInterval:
+	// short enough that limits hold again within about a second of the
+	// backend's return, long enough that a probe every interval costs the
+	// backend nothing.
+	defaultProbeInterval = 500 * time.Millisecond
 )
 
 // newConfig applies opts for the constructor scope, and returns the first
 // error: an option that does not serve it, or an invalid argument.
 func newConfig(scope target, opts []Option) (config, error) {
-	c := config{scope: scope, roundTrips: defaultRoundTrips, retryAfter: defaultFailClosedRetryAfter}
+	c := config{scope: scope, roundTrips: defaultRoundTrips, probeInterval: defaultProbeInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -168,17 +169,21 @@ func WithQuota(n float64, period time.Duration) Option {
 // (declared at the replica's share of the pace: pace.New(rate/replicas)),
 // while the store fails. Each round trip is then bounded by timeout; one
 // that errors or times out sends the decisions it carried, and every
-// decision for the next timeout, to fb, after which the next decision probes
-// the store again (one round trip at a time, the others still going to fb):
-// once the store answers, decisions go back to it. fb applies only the pace
-// of NewShared, not the quotas of WithQuota. A reservation made by fb is
-// returned to fb. Errors that a fallback cannot mend are still returned:
-// invalid arguments, a closed store, the caller's own context ending. Choose
-// timeout below the callers' deadlines: a round trip cut short by its
-// caller's deadline ends as that caller's error, not as a store timeout, so
-// a hanging store reaches fb only through round trips that outlive timeout.
-// fb must not be nil and timeout must be above zero. The default is no
-// fallback: store errors are returned. It serves NewShared.
+// decision for the next timeout, to fb. After that, the next decision starts
+// one probe of the store in the background (a Take of a key of its own,
+// bounded by timeout) and is itself still decided by fb, as are the others
+// until the store has answered the probe: no caller waits for a store that
+// is down, and decisions go back to the store within about one timeout of
+// its return. fb applies only the pace of NewShared, not the quotas of
+// WithQuota. A reservation made by fb is returned to fb. Errors that a
+// fallback cannot mend are still returned: invalid arguments, a closed
+// store, the caller's own context ending. Choose timeout below the callers'
+// deadlines: a round trip cut short by its caller's deadline ends as that
+// caller's error, not as a store timeout, so a hanging store reaches fb only
+// through round trips that outlive timeout. fb must not be nil and timeout
+// must be above zero. The default is no fallback: store errors are
+// returned. What the timeout assumes of the store's client is in
+// docs/replicas.md. It serves NewShared.
 func WithFallback(fb *Pace, timeout time.Duration) Option {
 	return func(c *config) {
 		if !c.serves("WithFallback", forShared) {
@@ -193,14 +198,12 @@ func WithFallback(fb *Pace, timeout time.Duration) Option {
 }
 
 // WithRoundTrips sets how many round trips to the store one Shared keeps in
-// flight at once. A decision that finds none in flight goes at once; the
-// others queue, and the queue goes as a further round trip once it holds its
-// share of the decisions under way (those in flight and queued, split evenly
-// over n), else with the next round trip to end. The default, 2, keeps the
-// store busy while a round trip's results are delivered and the next is
-// gathered; 1 gives the largest batches, more can help a store whose
-// server has cores to spare (a PostgreSQL pool, say). n must be at least 1.
-// It serves NewShared.
+// flight at once. A decision that finds fewer than n in flight goes at once,
+// alone; the others queue, and the queue goes whole as the next round trip
+// as soon as one ends. The default, 2, keeps the store busy while a round
+// trip's results are delivered and the next is gathered; 1 gives the
+// largest batches, more can help a store whose server has cores to spare (a
+// PostgreSQL pool, say). n must be at least 1. It serves NewShared.
 func WithRoundTrips(n int) Option {
 	return func(c *config) {
 		if !c.serves("WithRoundTrips", forShared) {
@@ -214,19 +217,21 @@ func WithRoundTrips(n int) Option {
 	}
 }
 
-// FailClosedRetryAfter sets the retryAfter that a store under FailClosed
-// reports when it refuses because the backend failed. It must be above
-// zero; the default is one second. It serves WithFailurePolicy.
-func FailClosedRetryAfter(d time.Duration) Option {
+// ProbeInterval sets how long a store under WithFailurePolicy keeps off its
+// backend after a failure before it probes it again (see
+// WithFailurePolicy), and so the retryAfter of a fail-closed refusal: the
+// backend is not asked again before then. It must be above zero; the
+// default is 500 ms. It serves WithFailurePolicy.
+func ProbeInterval(d time.Duration) Option {
 	return func(c *config) {
-		if !c.serves("FailClosedRetryAfter", forFailure) {
+		if !c.serves("ProbeInterval", forFailure) {
 			return
 		}
 		if d <= 0 {
-			c.fail(invalid("fail-closed retryAfter %v must be above zero", d))
+			c.fail(invalid("probe interval %v must be above zero", d))
 			return
 		}
-		c.retryAfter = d
+		c.probeInterval = d
 	}
 }
 

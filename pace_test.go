@@ -394,17 +394,17 @@ func TestOptionOutOfPlace(t *testing.T) {
 	}
 	s := memory.New()
 	for name, opt := range map[string]pace.Option{
-		"WithQuota":            pace.WithQuota(10, time.Minute),
-		"WithFallback":         pace.WithFallback(fb, time.Second),
-		"WithRoundTrips":       pace.WithRoundTrips(2),
-		"FailClosedRetryAfter": pace.FailClosedRetryAfter(time.Second),
+		"WithQuota":      pace.WithQuota(10, time.Minute),
+		"WithFallback":   pace.WithFallback(fb, time.Second),
+		"WithRoundTrips": pace.WithRoundTrips(2),
+		"ProbeInterval":  pace.ProbeInterval(time.Second),
 	} {
 		if p, err := pace.New(1, opt); p != nil || !errors.Is(err, pace.ErrInvalidArgument) || !strings.Contains(err.Error(), name) {
 			t.Errorf("New(1, %s) = %v, %v; want nil and an error naming %s, wrapping ErrInvalidArgument", name, p, err, name)
 		}
 	}
-	if _, err := pace.NewShared(s, 1, pace.FailClosedRetryAfter(time.Second)); !errors.Is(err, pace.ErrInvalidArgument) {
-		t.Errorf("NewShared(FailClosedRetryAfter) = %v; want ErrInvalidArgument", err)
+	if _, err := pace.NewShared(s, 1, pace.ProbeInterval(time.Second)); !errors.Is(err, pace.ErrInvalidArgument) {
+		t.Errorf("NewShared(ProbeInterval) = %v; want ErrInvalidArgument", err)
 	}
 	for _, opt := range []pace.Option{pace.WithQuota(10, time.Minute), pace.WithFallback(fb, time.Second), pace.WithRoundTrips(2)} {
 		if _, err := pace.WithFailurePolicy(s, pace.FailOpen, 0, opt); !errors.Is(err, pace.ErrInvalidArgument) {

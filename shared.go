@@ -3,9 +3,6 @@ package pace
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratepace/pace/driver"
@@ -33,10 +30,9 @@ type Shared struct {
 
 	fb        *Pace
 	fbTimeout time.Duration
-	failing   atomic.Bool  // the store's last round trip failed
-	down      atomic.Int64 // while failing, the local clock reading until which decisions go to fb
+	brk       *breaker // with fb: open while the store fails, decisions going to fb
 
-	rt roundTrips
+	rt batcher
 }
 
 // NewShared returns a Shared keeping a pace of perSecond events per second
@@ -74,7 +70,18 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 		fb:        cfg.fb,
 		fbTimeout: cfg.fbTimeout,
 	}
-	p.rt.max = cfg.roundTrips
+	p.rt.max, p.rt.trip = cfg.roundTrips, p.roundTrip
+	if p.fb != nil {
+		p.brk = &breaker{
+			interval: p.fbTimeout,
+			bound:    p.fbTimeout,
+			now:      p.local.now,
+			probe: func(ctx context.Context) error {
+				_, err := s.Take(ctx, probeKey, p.shapes)
+				return err
+			},
+		}
+	}
 	p.local.init(cfg.clock)
 	for _, b := range p.shapes {
 		// A refusal waits at most one interval of the shape that refused,
@@ -92,14 +99,14 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 // key must be non-empty and at most driver.MaxKeyLen bytes, else the error wraps
 // ErrInvalidArgument (and never contains the key). A store error is returned
 // as it is, unless WithFallback was given, in which case the fallback
-// decides. When ctx ends while the decision waits for its round trip, Reserve
-// returns an error wrapping ctx.Err(); as with any store call cut short, the
-// store may have debited the event all the same. That holds for the other
-// decisions of a round trip whose leading caller gave up: they are decided
-// again, and a debit the cut-short call made for them stays spent (stricter
-// than the pace, never over it). A Store that panics panics
-// in the caller whose goroutine made the round trip; the other decisions of
-// that round trip return an error.
+// decides. When ctx ends before the decision, Reserve returns at once with
+// an error wrapping ctx.Err(); as with any store call cut short, the store
+// may have debited the event all the same. A caller that gives up costs no
+// other caller anything: a round trip that carries other decisions goes on
+// for them, and ends only once every caller it carries has given up. A
+// Store that panics panics in one caller of the round trip (the one whose
+// decision went alone, or one of those it carried); the others of that
+// round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return SharedReservation{}, err
@@ -110,14 +117,10 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 		p.decided(SourceHeld, false)
 		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
 	}
-	probe := false
-	if p.fb != nil && p.failing.Load() {
-		if p.storeDown(now) {
-			return SharedReservation{p: p, key: key, dec: p.fallback(key)}, nil
-		}
-		probe = true
+	if p.brk != nil && !p.brk.closed() {
+		return SharedReservation{p: p, key: key, dec: p.fallback(key)}, nil
 	}
-	dec, err := p.viaStore(ctx, key, h, probe)
+	dec, err := p.viaStore(ctx, key, h)
 	if err != nil {
 		return SharedReservation{}, err
 	}
@@ -266,15 +269,6 @@ func (p *Shared) decided(path Source, ok bool) {
 	}
 }
 
-// storeDown reports whether a decision at now goes to the fallback while the
-// store is failing: until its retry is due. The one decision that finds the
-// retry due claims it (the probe) and goes to the store; the others keep
-// going to the fallback for one more timeout.
-func (p *Shared) storeDown(now int64) bool {
-	d := p.down.Load()
-	return now < d || !p.down.CompareAndSwap(d, now+int64(p.fbTimeout))
-}
-
 // fallback decides key on the fallback Pace.
 func (p *Shared) fallback(key string) decision {
 	fb := p.fb
@@ -287,168 +281,33 @@ func (p *Shared) fallback(key string) decision {
 	return dec
 }
 
-// roundTrips gathers the decisions that go to the store. A decision that
-// finds no round trip in flight leads its own at once, alone; the others
-// queue. The queue goes to the store as a further round trip in flight (up
-// to max) once it holds its share of the decisions on their way, in flight
-// and queued, split evenly over max round trips: one long enough to be worth
-// its cost, short enough that the next round trip is on its way while the
-// store answers this one. A round trip's leader, once it has delivered its
-// results, hands the queue to one of its callers, which leads it as the
-// next round trip: no goroutine of its own, and no decision waits for
-// company.
-type roundTrips struct {
-	mu       sync.Mutex
-	inflight int     // round trips in flight; guarded by mu
-	carried  int     // decisions in flight; guarded by mu
-	queue    []*call // guarded by mu
-	max      int
-}
-
-// launchable reports whether a queue of n decisions goes to the store at
-// once: with no round trip in flight, or with fewer than max and at least
-// its share of the decisions on their way. rt.mu must be held.
-func (rt *roundTrips) launchable(n int) bool {
-	return n > 0 && (rt.inflight == 0 || rt.inflight < rt.max && n*rt.max >= rt.carried+n)
-}
-
-// call is one decision waiting for the store.
-type call struct {
-	ctx   context.Context
-	key   string
-	h     uint64
-	probe bool // the decision that retries a failing store
-	state atomic.Int32
-	wake  chan *batch // nil: the result is ready; a batch: lead it
-	dec   decision
-	err   error
-}
-
-// Call states: a queued call is waiting until its leader resolves it (with a
-// result, or by handing it a batch to lead), unless its caller abandons it
-// first (its context ended). Whoever moves it out of waiting owns what
-// happens next.
-const (
-	waiting int32 = iota
-	resolved
-	abandoned
-)
-
-// batch is the decisions of one round trip, with their buffers.
-type batch struct {
-	calls []*call
-	keys  []string
-	out   []driver.Grant
-}
-
-var (
-	callPool  = sync.Pool{New: func() any { return &call{wake: make(chan *batch, 1)} }}
-	batchPool = sync.Pool{New: func() any { return new(batch) }}
-)
-
-// viaStore decides key at the store, in a round trip of its own or in a
-// later one with the decisions that arrived while the round trips in flight
-// were.
-func (p *Shared) viaStore(ctx context.Context, key string, h uint64, probe bool) (decision, error) {
+// viaStore decides key, hashed to h, at the store: in a round trip of its
+// own, or in the next one with the decisions that queued meanwhile.
+func (p *Shared) viaStore(ctx context.Context, key string, h uint64) (decision, error) {
 	c := callPool.Get().(*call)
-	c.ctx, c.key, c.h, c.probe = ctx, key, h, probe
-	rt := &p.rt
-	rt.mu.Lock()
-	if rt.launchable(len(rt.queue) + 1) {
-		b := batchPool.Get().(*batch)
-		b.calls = append(append(b.calls[:0], c), rt.queue...)
-		clear(rt.queue)
-		rt.queue = rt.queue[:0]
-		rt.inflight++
-		rt.carried += len(b.calls)
-		rt.mu.Unlock()
-		c.state.Store(resolved)
-		p.lead(c, b)
-	} else {
-		c.state.Store(waiting)
-		rt.queue = append(rt.queue, c)
-		rt.mu.Unlock()
-		var b *batch
-		select {
-		case b = <-c.wake:
-		case <-ctx.Done():
-			if c.state.CompareAndSwap(waiting, abandoned) {
-				// The call now belongs to the round trip that holds it,
-				// which drops it; it never returns to the pool.
-				return decision{}, fmt.Errorf("pace: shared decision: %w", ctx.Err())
-			}
-			b = <-c.wake // resolved just now: the message is on its way
-		}
-		if b != nil {
-			p.lead(c, b)
-		}
-	}
-	dec, err := c.dec, c.err
-	c.ctx, c.key, c.probe, c.dec, c.err = nil, "", false, decision{}, nil
-	callPool.Put(c)
-	return dec, err
-}
-
-// lead runs the round trip of b, whose decisions include self's (unless the
-// local tier answers it first); the round trip hands the queue on.
-func (p *Shared) lead(self *call, b *batch) {
-	p.roundTrip(self, b)
-	clear(b.calls[:cap(b.calls)])
-	b.calls = b.calls[:0]
-	batchPool.Put(b)
-}
-
-// handOff ends a round trip that carried n decisions: it hands the queue,
-// when it may go, to one of its callers, which leads it as the next round
-// trip in the place of this one. Every round trip calls it once, after
-// delivering its results.
-func (p *Shared) handOff(n int) {
-	rt := &p.rt
-	rt.mu.Lock()
-	rt.inflight--
-	rt.carried -= n
-	for rt.launchable(len(rt.queue)) {
-		b := batchPool.Get().(*batch)
-		b.calls, rt.queue = rt.queue, b.calls[:0]
-		for i, c := range b.calls {
-			if c.state.CompareAndSwap(waiting, resolved) {
-				k := copy(b.calls, b.calls[i:])
-				clear(b.calls[k:])
-				b.calls = b.calls[:k]
-				rt.inflight++
-				rt.carried += k
-				rt.mu.Unlock()
-				c.wake <- b
-				return
-			}
-		}
-		clear(b.calls) // every queued call was abandoned
-		b.calls = b.calls[:0]
-		batchPool.Put(b)
-	}
-	rt.mu.Unlock()
+	c.ctx, c.key, c.h = ctx, key, h
+	return p.rt.do(c)
 }
 
 // roundTrip decides the calls of b: those the local tier now refuses (they
 // queued before their key was refused) locally, the others in one round
-// trip to the store (or on the fallback), and delivers every result; then
-// it hands the queue on.
-func (p *Shared) roundTrip(self *call, b *batch) {
-	launched := len(b.calls)
+// trip to the store with ctx (or on the fallback), and delivers every
+// result to the calls still waiting.
+func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 	now := p.local.now()
-	failing := p.fb != nil && p.failing.Load()
+	failing := p.brk != nil && p.brk.isOpen() // queued before the store failed
 	n := 0
 	for _, c := range b.calls {
-		if c != self && c.state.Load() == abandoned {
+		if c.gone() {
 			continue
 		}
 		if wait, refused := p.held(c.h, now); refused {
 			p.decided(SourceHeld, false)
-			p.deliver(self, c, decision{d: -wait, via: SourceHeld}, nil)
+			c.deliver(decision{d: -wait, via: SourceHeld}, nil)
 			continue
 		}
-		if failing && !c.probe { // queued before the store failed
-			p.deliver(self, c, p.fallback(c.key), nil)
+		if failing {
+			c.deliver(p.fallback(c.key), nil)
 			continue
 		}
 		b.calls[n] = c
@@ -457,7 +316,6 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 	clear(b.calls[n:])
 	b.calls = b.calls[:n]
 	if n == 0 {
-		p.handOff(launched)
 		return
 	}
 	b.keys = b.keys[:0]
@@ -468,74 +326,38 @@ func (p *Shared) roundTrip(self *call, b *batch) {
 		b.out = make([]driver.Grant, n)
 	}
 	b.out = b.out[:n]
-	err := p.send(self, b, launched)
+	err := p.take(ctx, b)
 	if p.obs != nil {
 		p.obs.RoundTrip(n)
 	}
 	switch {
 	case err == nil:
-		if p.failing.Load() {
-			p.failing.Store(false)
+		if p.brk != nil {
+			p.brk.reset()
 		}
 		for i, c := range b.calls {
-			p.deliver(self, c, p.record(c.h, &b.out[i], now), nil)
+			c.deliver(p.record(c.h, &b.out[i], now), nil)
 		}
-	case self.ctx.Err() != nil:
-		// The leader's caller gave up: the error is its own, and the other
-		// decisions go to the next round trip.
-		rt := &p.rt
-		rt.mu.Lock()
+	case ctx.Err() != nil:
+		// The caller of a lone decision gave up (the error is its own), or
+		// every caller of a shared round trip did (no one is told).
 		for _, c := range b.calls {
-			if c == self {
-				p.deliver(self, c, decision{}, err)
-			} else {
-				rt.queue = append(rt.queue, c)
-			}
+			c.deliver(decision{}, err)
 		}
-		rt.mu.Unlock()
 	case p.fb == nil || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed):
 		for _, c := range b.calls {
-			p.deliver(self, c, decision{}, err)
+			c.deliver(decision{}, err)
 		}
 	default:
 		// From the failure, not from the start of the round trip (which
 		// may have waited a whole timeout): the next probe is one timeout
-		// away. Stored before failing, so that whoever sees failing sees
-		// its window.
-		p.down.Store(p.local.now() + int64(p.fbTimeout))
-		p.failing.Store(true)
+		// away.
+		p.brk.trip()
 		for _, c := range b.calls {
-			p.deliver(self, c, p.fallback(c.key), nil)
+			c.deliver(p.fallback(c.key), nil)
 		}
 	}
 	clear(b.keys)
-	// Last: the next round trip's leader, woken last, runs first on this
-	// thread once this leader's goroutine blocks.
-	p.handOff(launched)
-}
-
-// errStorePanicked ends the decisions that shared a round trip whose store
-// call panicked; the panic itself goes on in the round trip's leader.
-var errStorePanicked = errors.New("pace: shared decision: the store panicked in the round trip")
-
-// send makes the round trip of b, which carried launched decisions, led by
-// self. Should the store panic (or end its goroutine), the other decisions
-// of b end with errStorePanicked and the queue is handed on before the panic
-// goes on, so that a panic recovered above leaves no round trip in flight
-// for ever.
-func (p *Shared) send(self *call, b *batch, launched int) error {
-	returned := false
-	defer func() {
-		if !returned {
-			for _, c := range b.calls {
-				p.deliver(self, c, decision{}, errStorePanicked)
-			}
-			p.handOff(launched)
-		}
-	}()
-	err := p.take(self.ctx, b)
-	returned = true
-	return err
 }
 
 // take makes the store call of b's keys, bounded by the fallback's timeout
@@ -569,17 +391,4 @@ func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
 	p.hold(h, now, p.nextFit(&g.Receipt))
 	p.decided(SourceStore, true)
 	return decision{d: 1, left: g.Remaining, via: SourceStore, r: g.Receipt}
-}
-
-// deliver gives c its result, waking its caller unless c is the leader's own.
-func (p *Shared) deliver(self, c *call, dec decision, err error) {
-	if c == self {
-		c.dec, c.err = dec, err
-		return
-	}
-	if !c.state.CompareAndSwap(waiting, resolved) {
-		return // abandoned
-	}
-	c.dec, c.err = dec, err
-	c.wake <- nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,15 +16,6 @@ import (
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
-
-// knownFailing skips a test that pins a defect not yet mended, unless
-// PACE_KNOWN_FAILING is set, so that it can be run on demand.
-func knownFailing(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("PACE_KNOWN_FAILING") == "" {
-		t.Skipf("known failing (%s); run with PACE_KNOWN_FAILING=1", what)
-	}
-}
 
 // settled waits until p has no round trip in flight, no decision carried
 // and none queued, and the goroutines are back to base: a round trip that
@@ -121,12 +111,13 @@ func TestSharedChurnKeepsAccounting(t *testing.T) {
 }
 
 // tookThenCut is a store whose first TakeMany takes at the store and then,
-// like a network client whose context ended with the reply on its way,
-// waits for the caller's context to end and reports its error.
+// like a network client with the reply on its way, returns once the reply
+// arrives (reply is closed) or, if the context it was given ends first,
+// with that context's error.
 type tookThenCut struct {
 	*memory.Store
-	first   atomic.Bool
-	entered chan struct{}
+	first          atomic.Bool
+	entered, reply chan struct{}
 }
 
 func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
@@ -135,25 +126,27 @@ func (s *tookThenCut) TakeMany(ctx context.Context, keys []string, shapes []driv
 	}
 	if s.first.CompareAndSwap(false, true) {
 		close(s.entered)
-		<-ctx.Done()
-		return ctx.Err()
+		select {
+		case <-s.reply:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
 
-// TestSharedLeaderGivesUpAfterTheStoreTook: a leader whose context ends
-// while its round trip's takes are already done at the store (Redis ran the
-// script, the reply was on its way) sends the others' decisions again. A
-// follower whose own context never ended is then debited twice for one
-// decision: on a key with room for one event it is refused, though no one
-// holds an event of that key.
-//
-// What Reserve's godoc promises holds and is checked first: the follower
-// gets an answer, not an error, and the key is never over its pace: one
-// interval later exactly one event fits again.
+// TestSharedLeaderGivesUpAfterTheStoreTook: the caller that first queued in
+// a round trip gives up while its round trip's takes are already done at
+// the store (Redis ran the script, the reply was on its way). It returns at
+// once with its error; the round trip goes on for the other caller, whose
+// context never ended, and which is debited once: on a key with room for
+// one event it is admitted, with none left. (The round trip used to end
+// with its leader's context and send the others' decisions again, debiting
+// them twice.) One interval later exactly one event fits again: never over
+// the pace.
 func TestSharedLeaderGivesUpAfterTheStoreTook(t *testing.T) {
 	clk := fakeclock.New(start)
-	s := &tookThenCut{Store: memory.New(memory.WithClock(clk.Now)), entered: make(chan struct{})}
+	s := &tookThenCut{Store: memory.New(memory.WithClock(clk.Now)), entered: make(chan struct{}), reply: make(chan struct{})}
 	// The first round trip (a single Take) is held in flight, so that the
 	// leader and the follower queue and then go together.
 	s2 := &holdFirstTake{tookThenCut: s, entered: make(chan struct{}), release: make(chan struct{})}
@@ -187,9 +180,10 @@ func TestSharedLeaderGivesUpAfterTheStoreTook(t *testing.T) {
 	if err := <-leader; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the leader returned %v; want context.Canceled", err)
 	}
+	close(s.reply)
 	f := <-follower
-	if f.err != nil {
-		t.Fatalf("the follower (own context live) returned %v; want a decision", f.err)
+	if f.err != nil || !f.ok || f.remaining != 0 {
+		t.Fatalf("the follower (own context live, fresh key with room for one) = ok %v, remaining %d, %v; want admitted, 0 left", f.ok, f.remaining, f.err)
 	}
 	clk.Advance(time.Second) // one interval of 1/s: the key has room for one again
 	for i, want := range []bool{true, false} {
@@ -197,10 +191,6 @@ func TestSharedLeaderGivesUpAfterTheStoreTook(t *testing.T) {
 		if err != nil || r.OK() != want {
 			t.Fatalf("one interval later, decision %d on the follower's key = %v, %v; want %v (never over the pace)", i+1, r.OK(), err, want)
 		}
-	}
-	knownFailing(t, "a follower of a leader that gives up is debited twice")
-	if !f.ok || f.remaining != 0 {
-		t.Fatalf("the follower (own context live, fresh key with room for one) = ok %v, remaining %d, %v; want admitted, 0 left", f.ok, f.remaining, f.err)
 	}
 }
 
@@ -370,6 +360,10 @@ func TestSharedFallbackWithTwoRoundTripsInFlight(t *testing.T) {
 		t.Fatalf("a decision right after the timeout = %v, %v; want the fallback", r.Source(), err)
 	}
 	c.Advance(timeout)
+	if r, err := p.Reserve(bg, "probe"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Source(), err)
+	}
+	pace.WaitProbes(p)
 	for i := range 3 {
 		if r, err := p.Reserve(bg, "d"); err != nil || !r.OK() || r.Source() != pace.SourceStore {
 			t.Fatalf("decision %d once the store answers the probe = %v %v %v; want the store", i, r.OK(), r.Source(), err)
@@ -414,9 +408,11 @@ func TestSharedFallbackChurn(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	pace.WaitProbes(p)
 	healthy.Store(1)
 	c.Advance(timeout)
-	p.Reserve(bg, "probe")
+	p.Reserve(bg, "probe") // starts the probe, unless one closed the breaker already
+	pace.WaitProbes(p)
 	if r, err := p.Reserve(bg, "z"); err != nil || r.Source() != pace.SourceStore {
 		t.Fatalf("after the store recovered: %v, %v; want the store", r.Source(), err)
 	}
@@ -425,12 +421,10 @@ func TestSharedFallbackChurn(t *testing.T) {
 
 // TestSharedLoneDecisionBesideAStuckRoundTrip: one round trip carrying ten
 // decisions is stuck at the store (a Cluster node failing over, say) while
-// the second lane is free. A lone decision that arrives then waits: it goes
-// only once nine more have queued with it (its share of the eleven under
-// way) or once the stuck round trip ends, though a lane is free and the
-// store would answer it at once.
+// the second lane is free. A lone decision that arrives then goes at once.
+// (It used to wait until nine more had queued with it, its share of the
+// eleven under way, or until the stuck round trip ended.)
 func TestSharedLoneDecisionBesideAStuckRoundTrip(t *testing.T) {
-	knownFailing(t, "a lone decision waits for company while a round trip of many is stuck")
 	p, s, _ := newSharedT(t, 100, pace.WithRoundTrips(2))
 	trips := holdRoundTrips(s)
 	var wg sync.WaitGroup
@@ -495,5 +489,155 @@ func TestSharedShortDeadlinesBesideAHangingStore(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || r.Source() == pace.SourceFallback {
 			t.Fatalf("decision %d on a hanging store with a deadline below the timeout: path %v, error %v; want the caller's deadline", i, r.Source(), err)
 		}
+	}
+}
+
+// tookThenLate is a store on a network: each Take and TakeMany takes at the
+// store at once, and its reply arrives latency later, unless the context of
+// the call ends first (the script ran, the reply was on its way). It counts
+// the events the store granted, per key: what each key was charged.
+type tookThenLate struct {
+	*memory.Store
+	latency time.Duration
+	mu      sync.Mutex
+	charged map[string]int // guarded by mu
+}
+
+func (s *tookThenLate) charge(keys []string, out []driver.Grant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, k := range keys {
+		if out[i].OK {
+			s.charged[k]++
+		}
+	}
+}
+
+func (s *tookThenLate) reply(ctx context.Context) error {
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *tookThenLate) Take(ctx context.Context, key string, shapes []driver.Shape) (driver.Grant, error) {
+	g, err := s.Store.Take(ctx, key, shapes)
+	if err != nil {
+		return g, err
+	}
+	s.charge([]string{key}, []driver.Grant{g})
+	return g, s.reply(ctx)
+}
+
+func (s *tookThenLate) TakeMany(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
+	if err := s.Store.TakeMany(ctx, keys, shapes, out); err != nil {
+		return err
+	}
+	s.charge(keys, out)
+	return s.reply(ctx)
+}
+
+// TestSharedDisconnectsChargeNoOneElse: honest clients (contexts that never
+// end) and clients that disconnect after a random 0-3 ms share a Shared on
+// a store whose replies take 1 ms. Every event the store charged to an
+// honest key is one of its admissions, counted by the clients: a
+// disconnect, even of the caller whose goroutine queued first, never makes
+// the store charge an honest client for a decision it did not get. (Round
+// trips used to end with their leader's context, and their other decisions
+// were taken again.)
+func TestSharedDisconnectsChargeNoOneElse(t *testing.T) {
+	s := &tookThenLate{Store: memory.New(), latency: time.Millisecond, charged: map[string]int{}}
+	p, err := pace.NewShared(s, 1e6) // every decision fits: charged events are admissions
+	if err != nil {
+		t.Fatal(err)
+	}
+	const honest, quitters, rounds = 8, 8, 60
+	var admitted [honest]atomic.Int64
+	var gaveUp atomic.Int64
+	var wg sync.WaitGroup
+	for g := range honest + quitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 19))
+			key := fmt.Sprint("honest", g)
+			if g >= honest {
+				key = fmt.Sprint("quitter", g)
+			}
+			for range rounds {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if g >= honest {
+					ctx, cancel = context.WithTimeout(bg, time.Duration(r.IntN(3000))*time.Microsecond)
+				}
+				res, err := p.Reserve(ctx, key)
+				cancel()
+				switch {
+				case g >= honest:
+					if err != nil {
+						gaveUp.Add(1)
+					}
+				case err != nil:
+					t.Errorf("honest Reserve(%s) = %v; want a decision", key, err)
+				case res.OK():
+					admitted[g].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if gaveUp.Load() == 0 {
+		t.Fatal("no quitter gave up: the test disconnected no one")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range honest {
+		key := fmt.Sprint("honest", g)
+		if got, want := s.charged[key], int(admitted[g].Load()); got != want {
+			t.Errorf("%s: the store charged %d events for %d admissions; want them equal", key, got, want)
+		}
+	}
+	t.Logf("%d quitters' decisions gave up", gaveUp.Load())
+}
+
+// TestSharedGivenUpLeavesTheQueueAtOnce: a queued decision whose context
+// ends leaves the queue when its Reserve returns, not when the round trip
+// in flight ends (it used to stay, with its context, until then).
+func TestSharedGivenUpLeavesTheQueueAtOnce(t *testing.T) {
+	p, s, _ := newSharedT(t, 100, pace.WithRoundTrips(1))
+	entered, release := holdFirstRoundTrip(s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Reserve(bg, "first")
+	}()
+	<-entered
+	stayed := make(chan error, 1)
+	go func() {
+		_, err := p.Reserve(bg, "stayer")
+		stayed <- err
+	}()
+	waitFor(t, "1 decision queued", func() bool { return pace.QueuedDecisions(p) == 1 })
+	ctx, cancel := context.WithCancel(bg)
+	quit := make(chan error, 1)
+	go func() {
+		_, err := p.Reserve(ctx, "quitter")
+		quit <- err
+	}()
+	waitFor(t, "2 decisions queued", func() bool { return pace.QueuedDecisions(p) == 2 })
+	cancel()
+	if err := <-quit; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the queued decision whose context ended = %v; want context.Canceled", err)
+	}
+	if n := pace.QueuedDecisions(p); n != 1 {
+		t.Fatalf("%d decisions queued once the one that gave up returned; want 1", n)
+	}
+	close(release)
+	<-done
+	if err := <-stayed; err != nil {
+		t.Fatalf("the decision that stayed = %v; want a decision", err)
 	}
 }

@@ -14,3 +14,21 @@ func RoundTripsUnderWay(p *Shared) (inflight, carried int) {
 	defer p.rt.mu.Unlock()
 	return p.rt.inflight, p.rt.carried
 }
+
+// WaitProbes waits until no probe of p's fallback is under way.
+func WaitProbes(p *Shared) {
+	if p.brk != nil {
+		p.brk.wait()
+	}
+}
+
+// WaitFailureProbes waits until no probe of s, a Store of
+// WithFailurePolicy, is under way.
+func WaitFailureProbes(s Store) {
+	switch f := s.(type) {
+	case *failureStore:
+		f.brk.wait()
+	case *failureTaker:
+		f.brk.wait()
+	}
+}

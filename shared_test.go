@@ -14,7 +14,9 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/benchkit"
 	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/memory"
 )
 
 var bg = context.Background()
@@ -395,10 +397,9 @@ func TestSharedBatches(t *testing.T) {
 }
 
 // TestSharedRoundTripsInFlight: by default a decision that finds one round
-// trip in flight goes at once in a second one when it is its share of the
-// decisions under way (half of those in flight and queued); with two in
-// flight, decisions queue until one ends; and a queue goes while another
-// round trip is in flight only once it holds its share.
+// trip in flight goes at once, alone, in a second one, however many the
+// first carries; with two in flight, decisions queue until one ends, and
+// the queue goes whole in its place.
 func TestSharedRoundTripsInFlight(t *testing.T) {
 	o := newSharedCounts()
 	p, s, _ := newSharedT(t, 100, pace.WithObserver(o))
@@ -415,7 +416,7 @@ func TestSharedRoundTripsInFlight(t *testing.T) {
 	}
 	decide("a")
 	a := <-trips
-	decide("b") // one in flight of one: its share, at once
+	decide("b") // one in flight: a round trip free, at once
 	b := <-trips
 	if a.keys != 1 || b.keys != 1 {
 		t.Fatalf("first round trips of %d and %d keys; want 1 and 1", a.keys, b.keys)
@@ -432,19 +433,24 @@ func TestSharedRoundTripsInFlight(t *testing.T) {
 	}
 	close(b.release)
 	waitFor(t, "a and b decided", func() bool { return s.Decisions.Load() == 2 })
-	// One round trip of 10 in flight: a queue goes beside it once it holds
-	// half of the 10 + its own.
-	for i := range n - 1 {
-		decide(fmt.Sprint("r", i))
-		waitFor(t, "queued", func() bool { return pace.QueuedDecisions(p) == i+1 })
-	}
-	decide("r9")
+	// One round trip of 10 in flight: a decision goes beside it at once,
+	// alone; the next ones queue until one of the two ends.
+	decide("r0")
 	r := <-trips
-	if r.keys != n {
-		t.Fatalf("the queue beside a round trip of %d went with %d keys; want %d", n, r.keys, n)
+	if r.keys != 1 {
+		t.Fatalf("a decision beside a round trip of %d went with %d keys; want 1", n, r.keys)
 	}
+	for i := 1; i < n; i++ {
+		decide(fmt.Sprint("r", i))
+	}
+	waitFor(t, "9 decisions queued behind two round trips", func() bool { return pace.QueuedDecisions(p) == n-1 })
 	close(q.release)
+	u := <-trips
+	if u.keys != n-1 {
+		t.Fatalf("the queue went in a round trip of %d keys; want %d", u.keys, n-1)
+	}
 	close(r.release)
+	close(u.release)
 	wg.Wait()
 	if s.Decisions.Load() != 2+2*n {
 		t.Fatalf("store decided %d keys; want %d", s.Decisions.Load(), 2+2*n)
@@ -637,10 +643,14 @@ func TestSharedFallback(t *testing.T) {
 		t.Fatalf("%d round trips within the timeout after a failure; want 1", n)
 	}
 	c.Advance(100 * time.Millisecond)
-	p.Reserve(bg, "k")
-	p.Reserve(bg, "k")
+	for range 2 { // the first starts the probe, in the background
+		if r, err := p.Reserve(bg, "k"); err != nil || r.Source() != pace.SourceFallback {
+			t.Fatalf("Reserve one timeout after a failure = %v, %v; want the fallback, not waiting for the probe", r.Source(), err)
+		}
+	}
+	pace.WaitProbes(p)
 	if n := tries.Load(); n != 2 {
-		t.Fatalf("%d round trips one timeout after a failure; want 2 (one probe)", n)
+		t.Fatalf("%d calls to the store one timeout after a failure; want 2 (one probe)", n)
 	}
 	// A reservation of the fallback is returned to the fallback.
 	c.Advance(time.Second)
@@ -655,13 +665,17 @@ func TestSharedFallback(t *testing.T) {
 
 	down.Store(false)
 	c.Advance(100 * time.Millisecond)
+	if r, err := p.Reserve(bg, "probe"); err != nil || r.Source() != pace.SourceFallback {
+		t.Fatalf("the decision that starts the probe = %v, %v; want the fallback", r.Source(), err)
+	}
+	pace.WaitProbes(p)
 	for i := range 2 {
 		r, err := p.Reserve(bg, "k")
 		if err != nil || !r.OK() || r.Source() != pace.SourceStore {
 			t.Fatalf("take %d after the store is back = %v %v %v; want admitted by the store", i, r.OK(), r.Source(), err)
 		}
 	}
-	if o.get("fallback ok") != 2 || o.get("fallback refused") != 102 {
+	if o.get("fallback ok") != 3 || o.get("fallback refused") != 102 {
 		t.Fatalf("observer: %v", o.decided)
 	}
 }
@@ -720,4 +734,22 @@ func TestSharedProbeWindowFromTheFailure(t *testing.T) {
 	if n := tries.Load(); n != 1 {
 		t.Fatalf("%d round trips at one instant after a timeout; want 1", n)
 	}
+}
+
+// BenchmarkSharedReserve measures what Shared adds to a store's Take on the
+// memory store (no network, so the batching and the local tier are what is
+// measured): 10,000 keys, every decision admitted, serial (every decision
+// alone in its round trip) and parallel (decisions queue and share).
+func BenchmarkSharedReserve(b *testing.B) {
+	keys := benchkit.Keys(b, 10000)
+	benchkit.Run(b, len(keys), func(b *testing.B) benchkit.Decide {
+		p, err := pace.NewShared(memory.New(), 1e6)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(i int) bool {
+			ok, err := p.Allow(bg, keys[i])
+			return ok && err == nil
+		}
+	}, true)
 }

@@ -16,7 +16,8 @@ type spy struct {
 	// store, Decisions the keys they carried, Refunds the calls of Refund.
 	RoundTrips, Decisions, Refunds atomic.Int64
 	// Hook, when set, runs at the start of every Take, TakeMany and Refund
-	// with the number of keys; a non-nil error fails the call.
+	// with the number of keys, and of every Get (a fallback's probe) with 0;
+	// a non-nil error fails the call.
 	Hook atomic.Pointer[func(ctx context.Context, keys int) error]
 }
 
@@ -61,4 +62,11 @@ func (s *spy) Refund(ctx context.Context, key string, shapes []driver.Shape, r d
 	}
 	s.Refunds.Add(1)
 	return s.Store.Refund(ctx, key, shapes, r)
+}
+
+func (s *spy) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := s.hook(ctx, 0); err != nil {
+		return nil, err
+	}
+	return s.Store.Get(ctx, key)
 }

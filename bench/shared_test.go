@@ -77,7 +77,8 @@ func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context
 // WithRoundTrips(1): one round trip in flight, the largest batches.
 // Besides decisions/s it reports srv-µs/op, the server's script time per
 // decision (INFO commandstats; meaningful on a server that runs nothing
-// else), and decisions/call.
+// else), and decisions/call. impl=evalsha_empty is one EVALSHA of a script
+// that does nothing per decision: the floor of a round trip each.
 func BenchmarkSharedRedis(b *testing.B) {
 	c := redisClientPool(b, 128) // no caller waits for a connection
 	limit, err := redisRateLimit(sharedLimit)
@@ -104,6 +105,18 @@ func BenchmarkSharedRedis(b *testing.B) {
 	}{
 		{"shared", shared()},
 		{"shared_rt1", shared(pace.WithRoundTrips(1))},
+		{"evalsha_empty", func(b *testing.B, n int) {
+			// The floor of one decision a round trip: one EVALSHA of a
+			// script that does nothing, on the same client and server.
+			empty := redis.NewScript("return 1")
+			keys := mustKeys(b, newNamespace(), sharedKeys)
+			measured(b, c, func() {
+				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
+					err := empty.Run(ctx, c, []string{key}).Err()
+					return err == nil, err
+				})
+			})
+		}},
 		{"redis_rate", func(b *testing.B, n int) {
 			lim := redis_rate.NewLimiter(c)
 			keys := mustKeys(b, newNamespace(), sharedKeys)

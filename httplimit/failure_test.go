@@ -2,7 +2,9 @@ package httplimit_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/memory"
 )
 
@@ -40,7 +43,7 @@ func TestFailClosedBucketAdmitsNothing(t *testing.T) {
 	for _, policy := range []pace.FailurePolicy{pace.FailClosed, pace.FailOpen} {
 		t.Run(policy.String(), func(t *testing.T) {
 			mem := memory.New()
-			st, err := pace.WithFailurePolicy(hangingTake{mem}, policy, time.Millisecond, pace.FailClosedRetryAfter(3*time.Second))
+			st, err := pace.WithFailurePolicy(hangingTake{mem}, policy, time.Millisecond, pace.ProbeInterval(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +108,8 @@ func (f flakySlots) AcquireSlot(ctx context.Context, key string, limit int64, tt
 // the streams admitted since: a Slots limit of 2 then ran 3 streams.
 func TestFailOpenSlotReleasesNothing(t *testing.T) {
 	var down atomic.Bool
-	st, err := pace.WithFailurePolicy(flakySlots{memory.New(), &down}, pace.FailOpen, time.Second)
+	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := pace.WithFailurePolicy(flakySlots{memory.New(), &down}, pace.FailOpen, time.Second, pace.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +125,17 @@ func TestFailOpenSlotReleasesNothing(t *testing.T) {
 		t.Fatalf("during the outage: %v; want admitted (fail-open)", out)
 	}
 	down.Store(false)
+	// The failure keeps the policy off the store for a probe interval (half
+	// a second by default); then a probe in the background finds it back.
+	clk.Advance(time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		if _, err := st.Get(ctx, "probe"); errors.Is(err, pace.ErrNotFound) {
+			break // the store answers again
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failure policy did not go back to the store within 10s of its return")
+		}
+	}
 	if out := l.Decide(ctx, &s1, key); out != httplimit.Admitted {
 		t.Fatalf("first stream: %v", out)
 	}

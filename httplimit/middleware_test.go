@@ -182,7 +182,7 @@ func TestStoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := pace.WithFailurePolicy(downStore{}, pace.FailClosed, 0, pace.FailClosedRetryAfter(2500*time.Millisecond))
+	closed, err := pace.WithFailurePolicy(downStore{}, pace.FailClosed, 0, pace.ProbeInterval(2500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -803,13 +803,15 @@ func TestFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Healthy first: after a failure a wrapper decides without its backend
+	// for a probe interval, and those decisions count too.
+	open.TokenBucket(ctx, "a", 10, 1, 1)        // healthy: not counted
+	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
 	open.TokenBucket(ctx, "fail", 10, 1, 1)
 	open.TokenBucket(ctx, "fail", 10, 1, 1)
-	open.TokenBucket(ctx, "a", 10, 1, 1) // healthy: not counted
 	open.AcquireSlot(ctx, "fail", 3, time.Second)
 	closed.AcquireSlotBurst(ctx, "fail", 2, 3, time.Second, time.Second)
-	closed.TokenBucket(ctx, "reject", 10, 1, 1) // a real refusal: not counted
-	closed.Get(ctx, "fail")                     // no decision: not counted
+	closed.Get(ctx, "fail") // no decision: not counted
 	open.(driver.Taker).Take(ctx, "fail", []driver.Shape{mustBucket(10, 1, 1)})
 	closed.(driver.Taker).TakeMany(ctx, []string{"fail"}, []driver.Shape{mustBucket(10, 1, 1)}, make([]driver.Grant, 1))
 	hook.Failed("Get", errBackend, true) // not a deciding method: ignored

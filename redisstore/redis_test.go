@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -11,15 +12,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratepace/pace/internal/sharedtest"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisAddr is the server the tests use: $PACE_REDIS_ADDR, or the default.
+// flavour is a server the whole suite runs against: the shared server at
+// addr (named by the environment variable env) for the tests that use one,
+// and the binaries the tests that start servers of their own run.
+type flavour struct {
+	name, env, defaultAddr string
+	server, cli            string
+}
+
+// flavours are the servers the suite runs on, one after the other (see
+// TestMain): Redis, then Valkey. Each is required under CI.
+var flavours = []flavour{
+	{name: "Redis", env: "PACE_REDIS_ADDR", defaultAddr: "127.0.0.1:6379", server: "redis-server", cli: "redis-cli"},
+	{name: "Valkey", env: "PACE_VALKEY_ADDR", defaultAddr: "127.0.0.1:6380", server: "valkey-server", cli: "valkey-cli"},
+}
+
+// target is the flavour the suite is running on.
+var target = flavours[0]
+
+// redisAddr is the shared server the tests use: $PACE_REDIS_ADDR (Redis) or
+// $PACE_VALKEY_ADDR (Valkey), or the default of each.
 func redisAddr() string {
-	if a := os.Getenv("PACE_REDIS_ADDR"); a != "" {
+	if a := os.Getenv(target.env); a != "" {
 		return a
 	}
-	return "127.0.0.1:6379"
+	return target.defaultAddr
 }
 
 // runID makes this test binary's keys its own, so that packages and runs
@@ -37,7 +58,8 @@ func unavailable(tb testing.TB, format string, args ...any) {
 	if os.Getenv("CI") != "" {
 		tb.Fatalf("%s (CI is set, so this is a failure, not a skip)", msg)
 	}
-	tb.Skipf("%s; start one with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no (or set PACE_REDIS_ADDR)", msg)
+	_, port, _ := strings.Cut(target.defaultAddr, ":")
+	tb.Skipf("%s on %s; start one with: %s --daemonize yes --bind 127.0.0.1 --port %s --save '' --appendonly no (or set %s)", msg, target.name, target.server, port, target.env)
 }
 
 // probe remembers whether the test server answered, so that a missing
@@ -59,7 +81,7 @@ func testClient(tb testing.TB) *redis.Client {
 		probe.err = c.Ping(ctx).Err()
 	})
 	if probe.err != nil {
-		unavailable(tb, "redis at %s unreachable: %v", redisAddr(), probe.err)
+		unavailable(tb, "server at %s unreachable: %v", redisAddr(), probe.err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { c.Close() })
@@ -111,7 +133,34 @@ func (quietLogger) Printf(_ context.Context, format string, v ...any) {
 	}
 }
 
+// TestMain runs the whole suite once per flavour: on Redis, then on Valkey
+// (the shared server of each, and servers of the tests' own started from
+// its binaries). Fuzzing and listing run once, on Redis, and so does a
+// replica process of sharedtest (its spec names its server).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{}) // before any client exists: go-redis reads it unsynchronised
-	os.Exit(m.Run())
+	flag.Parse()
+	code := 0
+	for i, f := range flavours {
+		if i > 0 && (sharedtest.InReplica() || flagSet("test.fuzz") || flagSet("test.fuzzworker") || flagSet("test.list")) {
+			break
+		}
+		target = f
+		probe.once, probe.err = sync.Once{}, nil
+		if testing.Verbose() {
+			fmt.Printf("redisstore: the suite on %s\n", f.name)
+		}
+		if c := m.Run(); c != 0 {
+			fmt.Printf("redisstore: the suite failed on %s\n", f.name)
+			code = c
+		}
+	}
+	os.Exit(code)
+}
+
+// flagSet reports whether the test flag name was given a value other than
+// its zero.
+func flagSet(name string) bool {
+	f := flag.Lookup(name)
+	return f != nil && f.Value.String() != "" && f.Value.String() != "false"
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// server is a redis-server child process that a test started on a free
-// loopback port, and stops when it ends.
+// server is a redis-server (or valkey-server) child process that a test
+// started on a free loopback port, and stops when it ends.
 type server struct {
 	t    *testing.T
 	port int
@@ -22,13 +22,14 @@ type server struct {
 	cmd  *exec.Cmd
 }
 
-// redisServerPath returns the redis-server binary, or skips the test (fails
-// it under CI) when there is none.
+// redisServerPath returns the server binary of the flavour under test
+// (redis-server or valkey-server), or skips the test (fails it under CI)
+// when there is none.
 func redisServerPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("redis-server")
+	p, err := exec.LookPath(target.server)
 	if err != nil {
-		unavailable(t, "redis-server not found in PATH (apt-get install redis-server)")
+		unavailable(t, "%s not found in PATH (Debian: apt-get install %s; valkey-server is in bookworm-backports)", target.server, target.server)
 	}
 	return p
 }
@@ -58,8 +59,9 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-// startServer starts redis-server on a free port with no persistence, plus
-// any extra arguments, and waits until it answers PING.
+// startServer starts the server of the flavour under test on a free port
+// with no persistence, plus any extra arguments, and waits until it answers
+// PING.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
 	s := &server{t: t, port: freePort(t), dir: t.TempDir()}
@@ -79,7 +81,7 @@ func (s *server) start() {
 	s.cmd = exec.Command(redisServerPath(s.t), s.args...)
 	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		s.t.Fatalf("start %s: %v", target.server, err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
 	defer c.Close()
@@ -93,7 +95,7 @@ func (s *server) start() {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			s.t.Fatalf("redis-server on %s did not answer: %v", s.addr(), err)
+			s.t.Fatalf("%s on %s did not answer: %v", target.server, s.addr(), err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling the readiness of a child process
 	}
@@ -113,9 +115,9 @@ func (s *server) kill() {
 // returns their addresses once the cluster reports state ok.
 func startCluster(t *testing.T) []string {
 	t.Helper()
-	cli, err := exec.LookPath("redis-cli")
+	cli, err := exec.LookPath(target.cli)
 	if err != nil {
-		unavailable(t, "redis-cli not found in PATH (apt-get install redis-tools)")
+		unavailable(t, "%s not found in PATH (apt-get install redis-tools, or valkey-tools)", target.cli)
 	}
 	var addrs []string
 	for range 3 {
