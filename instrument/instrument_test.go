@@ -445,7 +445,7 @@ func TestWrapContract(t *testing.T) {
 func TestStackContract(t *testing.T) {
 	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var regs []*prometheus.Registry // one per store: the suite makes many
-	storetest.Run(t, func(t *testing.T) pace.Store {
+	stack := func(t *testing.T) storetest.TakeStore {
 		reg := prometheus.NewPedanticRegistry()
 		regs = append(regs, reg)
 		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.Now)), reg)
@@ -460,25 +460,10 @@ func TestStackContract(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WithFailurePolicy: %v", err)
 		}
-		return s
-	}, storetest.WithAdvance(clk.Advance))
-	storetest.RunTaker(t, func(t *testing.T) storetest.TakeStore {
-		reg := prometheus.NewPedanticRegistry()
-		regs = append(regs, reg)
-		inner, err := instrument.Wrap(memory.New(memory.WithClock(clk.Now)), reg)
-		if err != nil {
-			t.Fatalf("Wrap: %v", err)
-		}
-		hook, err := instrument.Failures(reg)
-		if err != nil {
-			t.Fatalf("Failures: %v", err)
-		}
-		s, err := pace.WithFailurePolicy(inner, pace.FailClosed, time.Second, pace.WithObserver(hook))
-		if err != nil {
-			t.Fatalf("WithFailurePolicy: %v", err)
-		}
-		return s.(storetest.TakeStore)
-	}, storetest.WithAdvance(clk.Advance))
+		return s.(storetest.TakeStore) // the take methods are kept by both wrappers
+	}
+	storetest.Run(t, func(t *testing.T) pace.Store { return stack(t) }, storetest.WithAdvance(clk.Advance))
+	storetest.RunTaker(t, stack, storetest.WithAdvance(clk.Advance))
 	if len(regs) == 0 {
 		t.Fatal("the suite made no store")
 	}
