@@ -83,6 +83,12 @@ func TestClientIDAgreesWithEveryFormReader(t *testing.T) {
 	add("query two ids", http.MethodGet, "/authorize?client_id=a&client_id=b", "", "", "", "")
 	add("multipart without boundary", http.MethodPost, "/token", "", "", "x", "multipart/form-data")
 	add("multipart truncated", http.MethodPost, "/token", "victim", "", b[:len(b)/2], ct)
+	// A malformed parameter: mime.ParseMediaType returns the media type
+	// with ErrInvalidMediaParameter; net/http's ParseForm reads an
+	// urlencoded body anyway, its ParseMultipartForm reads no multipart one.
+	add("Basic victim, body forger, malformed charset", http.MethodPost, "/token", "victim", "", "client_id=forger", form+"; charset")
+	add("body alone, malformed charset", http.MethodPost, "/token", "", "app", "client_id=app", form+`; charset="utf-8`)
+	add("Basic victim, multipart forger, malformed parameter", http.MethodPost, "/token", "victim", "victim", b, ct+"; charset")
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -199,10 +199,11 @@ func (c *claims) addBody(r *http.Request, maxBody int64) error {
 			return nil // its values are in PostForm
 		}
 	}
+	// As net/http does: a malformed parameter ("...; charset") makes
+	// ParseMediaType return the media type with ErrInvalidMediaParameter;
+	// parsePostForm still reads an urlencoded body of that type, while
+	// ParseMultipartForm (multipartReader) reads no multipart body.
 	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil {
-		return nil // net/http reads no form from it either
-	}
 	switch {
 	case ct == "application/x-www-form-urlencoded" && r.PostForm == nil && formMethod(r.Method):
 		buf, err := peekBody(r, maxBody)
@@ -214,7 +215,7 @@ func (c *claims) addBody(r *http.Request, maxBody int64) error {
 			return errBadForm
 		}
 		c.add(form["client_id"])
-	case ct == "multipart/form-data":
+	case ct == "multipart/form-data" && err == nil:
 		if params["boundary"] == "" {
 			return errBadForm
 		}
