@@ -322,10 +322,11 @@ type replayBody struct {
 // ProxyHeader name the one header your proxies write). IPv4-mapped
 // addresses and IPv4 addresses behind NAT64's well-known prefix
 // 64:ff9b::/96 are keyed by their IPv4 address; other IPv6 addresses are
-// grouped by /64 (IPv6Bits). ClientIP has no error result: an invalid prefix
-// in trusted (the zero netip.Prefix) makes every call fail with a *KeyError
-// wrapping pace.ErrInvalidArgument, answered 500; ClientIPWith reports it at
-// once. docs/httplimit.md has the rules in full.
+// grouped by /64 (IPv6Bits); trusted prefixes are read the same way (see
+// TrustProxies). ClientIP has no error result: an invalid prefix in trusted
+// (the zero netip.Prefix, ::ffff:0:0/96, 64:ff9b::/96) makes every call
+// fail with a *KeyError wrapping pace.ErrInvalidArgument, answered 500;
+// ClientIPWith reports it at once. docs/httplimit.md has the rules in full.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
 	c, err := newIPConfig([]Option{TrustProxies(trusted...)})
 	if err != nil {
@@ -336,17 +337,22 @@ func ClientIP(trusted ...netip.Prefix) KeyFunc {
 
 // TrustProxies names the addresses of the proxies whose forwarding headers
 // ClientIPWith believes (see ClientIP). Prefixes accumulate over several
-// TrustProxies; each must be valid (not the zero netip.Prefix). The default
-// is none: the connection's address is the key.
+// TrustProxies; each must be valid (not the zero netip.Prefix). A prefix
+// inside ::ffff:0:0/96 or 64:ff9b::/96 names the IPv4 proxies it stands
+// for, as the addresses are read (::ffff:10.0.0.0/104 is 10.0.0.0/8);
+// either /96 itself, which would trust every IPv4 client, is an error
+// wrapping pace.ErrInvalidArgument (write 0.0.0.0/0 if you mean it). The
+// default is none: the connection's address is the key.
 func TrustProxies(prefixes ...netip.Prefix) Option {
 	return func(s *settings) {
 		if c := s.clientIP("TrustProxies"); c != nil {
 			for _, p := range prefixes {
-				if !p.IsValid() {
-					c.err = invalidf("ClientIP: invalid trusted prefix")
+				q, err := trustedPrefix(p)
+				if err != nil {
+					c.err = err
 					return
 				}
-				c.trusted = append(c.trusted, p.Masked())
+				c.trusted = append(c.trusted, q)
 			}
 		}
 	}
@@ -531,13 +537,44 @@ func parseRemote(s string) (a netip.Addr, hostPort, ok bool) {
 // an IPv6 prefix). Network-specific NAT64 prefixes cannot be told from
 // IPv6 addresses, and are keyed as IPv6.
 func normal(a netip.Addr) netip.Addr {
-	a = a.Unmap().WithZone("")
+	if v4, ok := embeddedV4(a); ok {
+		return v4
+	}
+	return a.WithZone("")
+}
+
+// embeddedV4 returns the IPv4 address that a, an address of ::ffff:0:0/96
+// or 64:ff9b::/96, stands for (see normal).
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if a.Is4In6() {
+		return a.Unmap(), true
+	}
 	if a.Is6() {
 		if b := a.As16(); [12]byte(b[:12]) == nat64WellKnown {
-			return netip.AddrFrom4([4]byte(b[12:]))
+			return netip.AddrFrom4([4]byte(b[12:])), true
 		}
 	}
-	return a
+	return netip.Addr{}, false
+}
+
+// trustedPrefix returns p masked and read as normal reads the addresses it
+// is matched against: a prefix of 96 bits or more inside ::ffff:0:0/96 or
+// 64:ff9b::/96 becomes the IPv4 prefix it stands for. Either /96 itself
+// would become 0.0.0.0/0, every IPv4 client: an error, as is an invalid p.
+// A shorter prefix (::/0, 64:ff9b::/64) stays IPv6, matched by IPv6 peers.
+func trustedPrefix(p netip.Prefix) (netip.Prefix, error) {
+	if !p.IsValid() {
+		return netip.Prefix{}, invalidf("ClientIP: invalid trusted prefix")
+	}
+	p = p.Masked()
+	v4, ok := embeddedV4(p.Addr())
+	switch {
+	case !ok || p.Bits() < 96:
+		return p, nil
+	case p.Bits() == 96:
+		return netip.Prefix{}, invalidf("ClientIP: a trusted prefix of all IPv4-mapped or NAT64 addresses trusts every IPv4 client")
+	}
+	return netip.PrefixFrom(v4, p.Bits()-96), nil
 }
 
 // nat64WellKnown is the first 96 bits of the NAT64 well-known prefix,

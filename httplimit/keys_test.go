@@ -222,15 +222,40 @@ func TestClientIPConfig(t *testing.T) {
 		{"bad header", httplimit.ProxyHeader("X-Real-IP")},
 		{"v6 bits 0", httplimit.IPv6Bits(0)},
 		{"v6 bits 129", httplimit.IPv6Bits(129)},
+		// Read as IPv4 (as the peers are), either /96 is 0.0.0.0/0.
+		{"all IPv4-mapped", httplimit.TrustProxies(netip.MustParsePrefix("::ffff:0:0/96"))},
+		{"all NAT64", httplimit.TrustProxies(netip.MustParsePrefix("64:ff9b::/96"))},
+		{"all NAT64, host bits set", httplimit.TrustProxies(netip.MustParsePrefix("64:ff9b::10.0.0.1/96"))},
 	} {
 		if _, err := httplimit.ClientIPWith(c.opt); !errors.Is(err, pace.ErrInvalidArgument) {
 			t.Errorf("%s: err = %v; want ErrInvalidArgument", c.name, err)
 		}
 	}
 	// ClientIP cannot return the error: every call does, as a server fault.
-	key, err := httplimit.ClientIP(netip.Prefix{})(req(realClient + ":1"))
-	if key != "" || !errors.Is(err, pace.ErrInvalidArgument) || status(t, err) != 500 {
-		t.Fatalf("ClientIP(zero prefix) = %q, %v; want an invalid-argument 500", key, err)
+	for _, p := range []netip.Prefix{{}, netip.MustParsePrefix("::ffff:0:0/96"), netip.MustParsePrefix("64:ff9b::/96")} {
+		key, err := httplimit.ClientIP(p)(req(realClient + ":1"))
+		if key != "" || !errors.Is(err, pace.ErrInvalidArgument) || status(t, err) != 500 {
+			t.Fatalf("ClientIP(%v) = %q, %v; want an invalid-argument 500", p, key, err)
+		}
+	}
+}
+
+// TestTrustedPrefixShorterThanMapped: a trusted prefix shorter than 96
+// bits stays IPv6 (TrustProxies): it trusts IPv6 peers, never an IPv4
+// peer (however the connection writes it), so ::/0 or 64:ff9b::/64 cannot
+// trust every IPv4 client.
+func TestTrustedPrefixShorterThanMapped(t *testing.T) {
+	for _, c := range []struct{ trusted, peer, want string }{
+		{"::/0", "[::ffff:192.0.2.1]:443", "192.0.2.1"},
+		{"64:ff9b::/64", "[64:ff9b::c000:201]:443", "192.0.2.1"},
+		{"64:ff9b::/64", "[64:ff9b::1:0:0:1]:443", "198.51.100.7"}, // an IPv6 proxy of that prefix
+		{"::/0", "[2001:db8::1]:443", "198.51.100.7"},
+	} {
+		r := req(c.peer)
+		r.Header.Set("X-Forwarded-For", "198.51.100.7")
+		if key, err := httplimit.ClientIP(netip.MustParsePrefix(c.trusted))(r); key != c.want || err != nil {
+			t.Errorf("trusted %s, peer %s: key %q, %v; want %q", c.trusted, c.peer, key, err, c.want)
+		}
 	}
 }
 
