@@ -18,8 +18,9 @@ import (
 
 // Interceptor applies a list of Limits to the calls of a gRPC server, unary
 // and streaming, all or nothing, with the machinery of package httplimit
-// (an httplimit.Limiter). The first refusal gives back what the earlier
-// limits took, and fails the call with codes.ResourceExhausted carrying a
+// (an httplimit.Limiter), across chained Interceptors too. The first
+// refusal, key error or store error gives back what the earlier limits
+// took; a refusal fails the call with codes.ResourceExhausted carrying a
 // google.rpc.RetryInfo detail (waiting that long admits) and a
 // google.rpc.QuotaFailure naming the limit; a key that cannot be read fails
 // it with codes.InvalidArgument, a Store error with codes.Unavailable, and
@@ -187,9 +188,12 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (*call, error)
 	if out == httplimit.Admitted || ic.l.DryRun() {
 		return c, nil
 	}
+	// All or nothing across chained Interceptors, as within one (Decide): a
+	// refusal, a key error or a store error here gives back what the outer
+	// ones took.
+	Return(ctx)
 	switch out {
 	case httplimit.Refused:
-		Return(ctx) // all or nothing across chained Interceptors: the outer ones give back too
 		return nil, ic.refusal(&c.t)
 	case httplimit.KeyFailed:
 		i, err := c.t.Err()

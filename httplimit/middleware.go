@@ -15,10 +15,11 @@ import (
 )
 
 // Middleware applies a list of Limits to every request of the handlers it
-// wraps, all or nothing: the first refusal gives back what the earlier
-// limits took, and the request gets a 429 with Retry-After (OnRefusal); a
-// key that cannot be read gets a 400 (KeyError, OnKeyError), a store error a
-// 503 (OnStoreError). When the handler returns, each limit whose ReturnOn
+// wraps, all or nothing (across nested Middlewares too): the first refusal,
+// key error or store error gives back what the earlier limits took. A
+// refused request gets a 429 with Retry-After (OnRefusal); a key that
+// cannot be read a 400 (KeyError, OnKeyError), a store error a 503
+// (OnStoreError). When the handler returns, each limit whose ReturnOn
 // statuses include its status is given back, and slots are released. Every
 // response carries the RateLimit-Policy and RateLimit fields. Streaming and
 // WebSockets work through it, and the handler may call Return and Verified.
@@ -88,8 +89,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c, r = &p.call, &p.req
 	}
 	hdr := w.Header()
-	if outer != nil && out == Refused && !m.l.cfg.dryRun {
-		Return(r) // all or nothing across nested Middlewares: the outer ones give back too
+	if outer != nil && out != Admitted && !m.l.cfg.dryRun {
+		// All or nothing across nested Middlewares, as within one (Decide):
+		// a refusal, a key error or a store error here gives back what the
+		// outer ones took.
+		Return(r)
 	}
 	var one *[1]string // for a RateLimit line that is not cached: the call's, if any
 	if c != nil {
