@@ -82,8 +82,8 @@ func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ..
 // before the handler runs, released when it returns (for a stream, when the
 // stream ends), and refreshed every ttl/3 meanwhile, so that a long stream
 // keeps its slot however long it lives and the slots of a replica that
-// crashed expire with their ttl. limit must be at least 1 and ttl above
-// zero. A refusal's retry delay is one second, since no one knows when a
+// crashed expire with their ttl. limit must be at least 1 and ttl at least
+// a millisecond (see httplimit.Slots). A refusal's retry delay is one second, since no one knows when a
 // slot will free. Its key in the store is prefixed as for Bucket. It cannot
 // take ReturnOn: its slot is always given back when the handler returns.
 func Slots(s driver.Slots, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {

@@ -101,7 +101,9 @@ func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ..
 // request's key in s (Store.AcquireSlot) while the handler runs: acquired
 // before it, released when it returns, and refreshed every ttl/3 while it is
 // still running (a long download, server-sent events, a WebSocket). limit
-// must be at least 1 and ttl above zero. A key's slots are one counter with
+// must be at least 1 and ttl at least a millisecond (the unit in which
+// stores such as Redis keep expiries; below it the refresh would run in a
+// loop), or New's error wraps pace.ErrInvalidArgument. A key's slots are one counter with
 // one expiry, so a crashed replica's slots are freed ttl after the key's
 // last request anywhere ends. The key in the store is prefixed as for
 // Bucket. A refusal is a 429 with a Retry-After of one second; a Slots limit
@@ -110,6 +112,10 @@ func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ..
 func Slots(s driver.Slots, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
 	return Limit{kind: kindSlots, slotter: s, slots: limit, ttl: ttl, key: key, opts: opts}
 }
+
+// minSlotTTL is the shortest ttl of a Slots limit: its slots are refreshed
+// every third of it, which must not round to nothing.
+const minSlotTTL = time.Millisecond
 
 type limitConfig struct {
 	name        string
@@ -288,6 +294,9 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		}
 		if err := driver.ValidateSlot("k", l.slots, l.ttl); err != nil {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
+		}
+		if l.ttl < minSlotTTL {
+			return c, invalidf("limit %q: slot ttl %v below %v", c.name, l.ttl, minSlotTTL)
 		}
 	}
 	c.quoted = sfString(c.name)

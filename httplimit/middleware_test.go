@@ -38,6 +38,7 @@ func TestNewRejects(t *testing.T) {
 		{"DecideAfterVerify on a Bucket", []httplimit.Limit{httplimit.Bucket(s, 10, 1, ip, httplimit.DecideAfterVerify())}, nil},
 		{"slots limit 0", []httplimit.Limit{httplimit.Slots(s, 0, time.Minute, ip)}, nil},
 		{"slots ttl 0", []httplimit.Limit{httplimit.Slots(s, 1, 0, ip)}, nil},
+		{"slots ttl below 1 ms", []httplimit.Limit{httplimit.Slots(s, 1, time.Millisecond-1, ip)}, nil}, // refreshed every ttl/3: 0 at 2 ns
 		{"nil store slots", []httplimit.Limit{httplimit.Slots(nil, 1, time.Minute, ip)}, nil},
 		{"empty name", []httplimit.Limit{httplimit.Pace(p, ip, httplimit.Name(""))}, nil},
 		{"long name", []httplimit.Limit{httplimit.Pace(p, ip, httplimit.Name(strings.Repeat("n", 65)))}, nil},
@@ -56,6 +57,7 @@ func TestNewRejects(t *testing.T) {
 	if !errors.Is(err, errObs) {
 		t.Errorf("New with a failing observer: %v; want its error", err)
 	}
+	mustNew(t, []httplimit.Limit{httplimit.Slots(s, 1, time.Millisecond, ip)}) // the shortest ttl
 	m := mustNew(t, []httplimit.Limit{httplimit.Pace(p, ip), httplimit.Bucket(s, 10, 1, ip), httplimit.Slots(s, 1, time.Minute, ip, httplimit.Name("conns"))})
 	if got := strings.Join(m.Names(), ","); got != "pace-0,bucket-1,conns" {
 		t.Errorf("Names = %s", got)
