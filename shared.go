@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/ratepace/pace/driver"
@@ -161,7 +162,8 @@ type decision struct {
 	// Reservation); d < 0: refused, and -d is the wait in nanoseconds;
 	// d = 0: the zero value, or one already returned.
 	d    int64
-	left int // whole events left after the decision
+	left int           // whole events left after the decision, in the tightest limit
+	full time.Duration // until that limit is full again (see FullIn)
 	via  Source
 	// r is the store's receipt; for the fallback, At and Gen are the
 	// fallback's clock reading and reorder count at its take.
@@ -187,6 +189,17 @@ func (r *SharedReservation) Remaining() int {
 		return 0
 	}
 	return r.dec.left
+}
+
+// FullIn reports, when the reservation was admitted, the time after the
+// decision until the limit that Remaining describes (the tightest; of
+// those as tight, the one that takes longest) is full again, as a
+// RateLimit header's t wants it; 0 when refused.
+func (r *SharedReservation) FullIn() time.Duration {
+	if r.dec.d <= 0 {
+		return 0
+	}
+	return r.dec.full
 }
 
 // Source reports what decided: SourceStore, SourceHeld or SourceFallback (0
@@ -275,7 +288,7 @@ func (p *Shared) fallback(key string) decision {
 	r := fb.Reserve(key)
 	dec := decision{d: r.d, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
 	if r.d > 0 {
-		dec.left = fb.b.Remaining(time.Duration(r.d), 0)
+		dec.left, dec.full = fb.b.Remaining(time.Duration(r.d), 0), time.Duration(r.d)
 	}
 	p.decided(SourceFallback, r.d > 0)
 	return dec
@@ -390,5 +403,19 @@ func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
 	}
 	p.hold(h, now, p.nextFit(&g.Receipt))
 	p.decided(SourceStore, true)
-	return decision{d: 1, left: g.Remaining, via: SourceStore, r: g.Receipt}
+	return decision{d: 1, left: g.Remaining, full: p.tightestFull(&g.Receipt), via: SourceStore, r: g.Receipt}
+}
+
+// tightestFull returns, for an admitted take, the time until its tightest
+// limit (fewest whole events left; of those, the one furthest from full)
+// is full again: its arrival time less the decision's clock reading.
+func (p *Shared) tightestFull(r *driver.Receipt) time.Duration {
+	left, full := math.MaxInt, time.Duration(0)
+	for i, b := range p.shapes {
+		n, f := b.Remaining(r.Reserved[i], r.At), max(0, r.Reserved[i]-r.At)
+		if n < left || n == left && f > full {
+			left, full = n, f
+		}
+	}
+	return full
 }

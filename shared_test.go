@@ -753,3 +753,36 @@ func BenchmarkSharedReserve(b *testing.B) {
 		}
 	}, true)
 }
+
+// TestSharedFullInIsTheTightests: FullIn is the time until the limit that
+// Remaining describes is full again, whichever of the pace and its quotas
+// that is (a RateLimit item's r and t describe one quota).
+func TestSharedFullInIsTheTightests(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rate  float64
+		quota pace.Option
+		takes int
+		left  int
+		full  time.Duration
+	}{
+		// 4 of 5 left in the hour: one event of 720 s missing.
+		{"quota tightest", 10, pace.WithQuota(5, time.Hour), 1, 4, 720 * time.Second},
+		// The pace of 2/s spent, 98 of 100 left in the hour.
+		{"pace tightest", 2, pace.WithQuota(100, time.Hour), 2, 0, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _, _ := newSharedT(t, c.rate, c.quota)
+			var r pace.SharedReservation
+			for range c.takes {
+				var err error
+				if r, err = p.Reserve(bg, "k"); err != nil || !r.OK() {
+					t.Fatalf("Reserve = %v, %v", r.OK(), err)
+				}
+			}
+			if r.Remaining() != c.left || r.FullIn() != c.full {
+				t.Fatalf("Remaining, FullIn = %d, %v; want %d, %v", r.Remaining(), r.FullIn(), c.left, c.full)
+			}
+		})
+	}
+}

@@ -194,7 +194,7 @@ type limit struct {
 	quoted   string   // the name as a structured-field string
 	q, w     int64
 	interval time.Duration // of one event, for t
-	tol      time.Duration // time an empty bucket takes to refill
+	rate     float64       // events per second: one per interval
 	items    []atomic.Pointer[[]string]
 	refusals []atomic.Pointer[[]string] // by Retry-After, in seconds
 	problem  problemDoc                 // the default refusal, set by New
@@ -264,8 +264,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 			return c, invalidf("limit %q: nil *pace.Pace", c.name)
 		}
 		c.interval = time.Duration(math.Ceil(float64(time.Second) / l.pace.Rate()))
-		c.tol = max(time.Second, c.interval)
-		c.q = int64(l.pace.Burst())
+		c.q = int64(l.pace.Burst()) // WithBurst's, or one second of the pace
 		c.w = windowSeconds(float64(c.q), l.pace.Rate())
 	case kindShared:
 		if l.shared == nil {
@@ -273,7 +272,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		}
 		b := l.shared.Shapes()[0] // the pace of NewShared: a bucket of one second of it
 		rate := float64(time.Second) / float64(b.Interval())
-		c.interval, c.tol = b.Interval(), b.Tolerance()
+		c.interval = b.Interval()
 		c.q = int64(b.Tolerance() / b.Interval())
 		c.w = windowSeconds(float64(c.q), rate)
 	case kindBucket:
@@ -285,7 +284,7 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 			return c, fmt.Errorf("httplimit: limit %q: %w", c.name, err)
 		}
 		c.shapes = []driver.Shape{b}
-		c.interval, c.tol = b.Interval(), b.Tolerance()
+		c.interval = b.Interval()
 		c.q = int64(math.Floor(l.capacity))
 		c.w = windowSeconds(math.Floor(l.capacity), l.refill)
 	case kindSlots:
@@ -298,6 +297,9 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		if l.ttl < minSlotTTL {
 			return c, invalidf("limit %q: slot ttl %v below %v", c.name, l.ttl, minSlotTTL)
 		}
+	}
+	if c.interval > 0 {
+		c.rate = float64(time.Second) / float64(c.interval)
 	}
 	c.quoted = sfString(c.name)
 	if l.kind != kindSlots {
@@ -327,11 +329,15 @@ func policyItem(quoted string, q, w int64) string {
 	return quoted + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
 }
 
-// fullIn reports, in whole seconds rounded up, when the bucket of a Pace,
-// Shared or Bucket limit that has r whole events left is full again: at most the time the
-// missing events take to refill.
+// fullIn reports, in whole seconds rounded up, when the bucket of q events
+// of a Pace, Shared or Bucket limit that has r whole events left is full
+// again: at most the time its q-r missing events take to refill (the
+// interval's nanosecond rounding ignored, as in windowSeconds).
 func (l *limit) fullIn(r int) int64 {
-	return ceilSeconds(max(0, l.tol-time.Duration(r)*l.interval))
+	if int64(r) >= l.q {
+		return 0
+	}
+	return windowSeconds(float64(l.q-int64(r)), l.rate)
 }
 
 // item returns this limit's RateLimit item with r remaining and an

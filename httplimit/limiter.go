@@ -219,11 +219,17 @@ func (t *Ticket) remaining(i int) int {
 
 // fullIn reports, in whole seconds rounded up, when the bucket of limit i,
 // a Pace, Shared or Bucket limit, is full again after the take: a Bucket's
-// as its store reported it, which counts the part of a token left; the
-// others' from the whole events left (see limit.fullIn).
+// as its store reported it, which counts the part of a token left; a
+// Shared's that of its tightest limit, the one remaining reports
+// (pace.SharedReservation.FullIn); a Pace's from the whole events left
+// (see limit.fullIn).
 func (t *Ticket) fullIn(i int) int64 {
-	if b := t.holds[i].bucket; b != nil {
-		return ceilSeconds(b.reset)
+	h := &t.holds[i]
+	switch {
+	case h.bucket != nil:
+		return ceilSeconds(h.bucket.reset)
+	case h.shared != nil:
+		return ceilSeconds(h.shared.FullIn())
 	}
 	return t.l.limits[i].fullIn(t.remaining(i))
 }
@@ -521,8 +527,13 @@ func (t *Ticket) giveBack(i int) {
 	// the whole quota, and a bucket one interval nearer full.
 	left := min(t.remaining(i)+1, int(lim.q))
 	full := lim.fullIn(left)
-	if b := h.bucket; b != nil {
-		full = ceilSeconds(max(0, b.reset-lim.interval))
+	switch {
+	case h.bucket != nil:
+		full = ceilSeconds(max(0, h.bucket.reset-lim.interval))
+	case h.shared != nil:
+		// One interval of the pace nearer full: at most that of the
+		// tightest limit, whose interval is the pace's or longer.
+		full = ceilSeconds(max(0, h.shared.FullIn()-lim.interval))
 	}
 	switch lim.kind {
 	case kindShared:
