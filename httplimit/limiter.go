@@ -234,16 +234,21 @@ func (t *Ticket) fullIn(i int) int64 {
 	return t.l.limits[i].fullIn(t.remaining(i))
 }
 
+// left returns the whole events limit i, a Pace, Shared or Bucket limit,
+// has left after the take and the seconds until it is full, as the next
+// request sees them (one event more after a give-back).
+func (t *Ticket) left(i int) (int, int64) {
+	if h := &t.holds[i]; h.state == holdReturned {
+		return h.left, h.full
+	}
+	return t.remaining(i), t.fullIn(i)
+}
+
 // field returns the RateLimit field of limit i, a Pace, Shared or Bucket
 // limit, after its take (see limit.field).
 func (t *Ticket) field(i int, one *[1]string) []string {
-	lim, r := &t.l.limits[i], 0
-	var full int64
-	if h := &t.holds[i]; h.state == holdReturned {
-		r, full = h.left, h.full
-	} else {
-		r, full = t.remaining(i), t.fullIn(i)
-	}
+	lim := &t.l.limits[i]
+	r, full := t.left(i)
 	if full != lim.fullIn(r) { // not the cached field of r
 		return cached(nil, 0, one, func() string { return lim.item(r, full) })
 	}

@@ -122,7 +122,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		setRateLimit(hdr, compose(outer, &s.t, one))
 	}
 	if m.l.cfg.legacy {
-		s.t.legacy(hdr)
+		setLegacy(hdr, outer, &s.t)
 	}
 	if !m.l.cfg.dryRun && out != Admitted {
 		switch out {
@@ -171,17 +171,16 @@ const maxNested = 8
 // Slots limit); otherwise every item of every ticket, outermost first.
 // one is for own's line when it is not a cached one.
 func compose(outer *call, own *Ticket, one *[1]string) []string {
-	var calls [maxNested]*call
-	n := 0
-	for x := outer; x != nil && n < len(calls); x = from(x.Context) {
-		calls[n] = x
-		n++
-	}
 	var all, refusal []string
 	refused := false
 	var longest time.Duration
-	add := func(t *Ticket, one *[1]string) {
-		lines := t.rateLimit(one)
+	eachTicket(outer, own, func(t *Ticket, own bool) {
+		var line [1]string
+		lp := &line
+		if own {
+			lp = one
+		}
+		lines := t.rateLimit(lp)
 		switch {
 		case t.outcome == Refused && (!refused || t.wait > longest):
 			refused, longest = true, t.wait
@@ -189,25 +188,93 @@ func compose(outer *call, own *Ticket, one *[1]string) []string {
 		case t.outcome == Admitted:
 			all = append(all, lines...)
 		}
+	})
+	if refused {
+		return refusal
+	}
+	return all
+}
+
+// eachTicket calls f with the ticket of every Middleware a request went
+// through, outermost first: those of the calls from outer outwards
+// (locked while f runs; a call whose request is over is skipped), then own
+// unless nil (which the caller owns or holds, locked if shared; own is
+// true for it).
+func eachTicket(outer *call, own *Ticket, f func(t *Ticket, own bool)) {
+	var calls [maxNested]*call
+	n := 0
+	for x := outer; x != nil && n < len(calls); x = from(x.Context) {
+		calls[n] = x
+		n++
 	}
 	for k := n - 1; k >= 0; k-- {
 		t, done := calls[k].use()
 		if t == nil {
 			continue
 		}
-		var one [1]string
 		t.mu.Lock()
-		add(t, &one)
+		f(t, false)
 		t.mu.Unlock()
 		done()
 	}
 	if own != nil {
-		add(own, one)
+		f(own, true)
 	}
-	if refused {
-		return refusal
+}
+
+// legacyAsked reports whether a Middleware the request went through (the
+// calls from outer outwards, and own's Limiter) sets X-RateLimit-*.
+func legacyAsked(outer *call, own *Limiter) bool {
+	if own != nil && own.cfg.legacy {
+		return true
 	}
-	return all
+	for x := outer; x != nil; x = from(x.Context) {
+		if x.l.cfg.legacy {
+			return true
+		}
+	}
+	return false
+}
+
+// setLegacy sets the X-RateLimit-* fields of a request from the tickets of
+// every Middleware it went through (see eachTicket): after a refusal, the
+// refusing limit that waits longest (no fields when that is a Slots
+// limit); otherwise the limit with the fewest events left, as the next
+// request will see them (a limit given back counts one more).
+func setLegacy(h http.Header, outer *call, own *Ticket) {
+	var lim *limit
+	var r int
+	var reset int64
+	refused := false
+	var longest time.Duration
+	eachTicket(outer, own, func(t *Ticket, _ bool) {
+		switch {
+		case t.outcome == Refused && (!refused || t.wait > longest):
+			refused, longest, lim = true, t.wait, nil
+			if l := &t.l.limits[t.failed]; l.reportsRemaining() {
+				lim, r, reset = l, 0, retryAfterSeconds(t.wait)
+			}
+		case t.outcome == Admitted && !refused:
+			for i := range t.holds {
+				if !t.reports(i) {
+					continue
+				}
+				left, full := t.left(i)
+				if lim == nil || left < r {
+					lim, r, reset = &t.l.limits[i], left, full
+				}
+			}
+		}
+	})
+	if lim == nil {
+		delete(h, "X-Ratelimit-Limit")
+		delete(h, "X-Ratelimit-Remaining")
+		delete(h, "X-Ratelimit-Reset")
+		return
+	}
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(lim.q, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(r)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
 }
 
 // refuse answers a refusal recorded in t; the RateLimit fields are set.
@@ -384,9 +451,6 @@ func Verified(w http.ResponseWriter, r *http.Request) bool {
 				refused, longest = c, t.wait
 			}
 		}
-		if pending && t.l.cfg.legacy {
-			t.legacy(w.Header())
-		}
 		t.mu.Unlock()
 		changed = changed || pending
 		done()
@@ -399,6 +463,9 @@ func Verified(w http.ResponseWriter, r *http.Request) bool {
 	}
 	hdr := w.Header()
 	setRateLimit(hdr, compose(first, nil, nil))
+	if legacyAsked(first, nil) {
+		setLegacy(hdr, first, nil)
+	}
 	if refused == nil {
 		return ok
 	}
@@ -407,11 +474,6 @@ func Verified(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	defer done()
-	if t.l.cfg.legacy {
-		t.mu.Lock()
-		t.legacy(hdr)
-		t.mu.Unlock()
-	}
 	t.l.refuse(w, r, t)
 	return false
 }
@@ -447,6 +509,9 @@ func (c *call) commit(status int) {
 		done()
 		if returned {
 			setRateLimit(c.rw.Header(), compose(start, nil, nil))
+			if legacyAsked(start, nil) {
+				setLegacy(c.rw.Header(), start, nil)
+			}
 			return
 		}
 	}
@@ -615,30 +680,4 @@ func defaultKeyError(w http.ResponseWriter, r *http.Request, err error) {
 
 func defaultStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, http.StatusServiceUnavailable, storeDown)
-}
-
-// legacy sets the X-RateLimit-* fields; t.mu is held or t not yet shared.
-func (t *Ticket) legacy(h http.Header) {
-	var lim *limit
-	var r int
-	var reset int64
-	switch {
-	case t.outcome == Refused:
-		if l := &t.l.limits[t.failed]; l.reportsRemaining() {
-			lim, r, reset = l, 0, retryAfterSeconds(t.wait)
-		}
-	default:
-		for i := range t.holds {
-			h := &t.holds[i]
-			if l := &t.l.limits[i]; h.state == holdTaken && l.reportsRemaining() && (lim == nil || t.remaining(i) < r) {
-				lim, r, reset = l, t.remaining(i), t.fullIn(i)
-			}
-		}
-	}
-	if lim == nil {
-		return
-	}
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(lim.q, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(r)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
 }

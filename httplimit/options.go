@@ -105,9 +105,12 @@ func DryRun() Option {
 
 // LegacyHeaders makes every response also carry X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (delta seconds), for clients
-// that read only those: the values of the Pace limit with the fewest events
-// left (q, r and t of its RateLimit-Policy and RateLimit items), or on a
-// refusal by a Pace limit, of that limit. Default: not sent.
+// that read only those: the values of the limit with the fewest events
+// left (q, r and t of its RateLimit-Policy and RateLimit items) among the
+// limits of every Middleware the request went through (nested ones
+// included), as the next request sees them (a limit given back counts its
+// event again), or on a refusal, of the refusing limit. A Slots limit has
+// none. Default: not sent.
 func LegacyHeaders() Option {
 	return func(s *settings) {
 		if c := s.middleware("LegacyHeaders"); c != nil {
