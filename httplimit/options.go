@@ -135,7 +135,7 @@ func WithObserver(newObserver func(names []string) (Observer, error)) Option {
 // Refusal describes a refused request to a RefusalFunc.
 type Refusal struct {
 	Limit      string        // the name of the limit that refused (of those that would, the one that waits longest)
-	RetryAfter time.Duration // when every limit of the request would admit (one second for a full Slots limit)
+	RetryAfter time.Duration // when every limit of the request would admit (one second for a full Slots limit), of this Middleware and those around it; one nested inside it is not reached
 }
 
 // RefusalFunc answers a refused request. When it is called, Retry-After
