@@ -1,12 +1,16 @@
 package pace
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratepace/pace/internal/table"
+)
 
 // Buckets and NewBuckets expose the table of buckets behind Pace and Shared
 // to the tests of package pace_test.
-type Buckets = buckets
+type Buckets = table.Table
 
-func NewBuckets(now func() time.Time) *Buckets { return newBuckets(now) }
+func NewBuckets(now func() time.Time) *Buckets { return table.New(now) }
 
 // MaxRate is maxRate, for the tests of package pace_test.
 const MaxRate = maxRate

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/table"
 )
 
 // Pace is a keyed pace: at most N events per second for each key, with a
@@ -25,7 +26,7 @@ import (
 // must be created with New. It is safe for concurrent use by multiple
 // goroutines. The long story is in docs/pace.md.
 type Pace struct {
-	t     buckets
+	t     table.Table
 	b     driver.Shape
 	burst int // Burst, for ReserveN
 	obs   Observer
@@ -61,8 +62,8 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 		}
 	}
 	p := &Pace{b: b, burst: int(b.Tolerance() / b.Interval()), obs: cfg.observer}
-	p.t.init(cfg.clock)
-	p.t.widen(b)
+	p.t.Init(cfg.clock)
+	p.t.Widen(b)
 	return p, nil
 }
 
@@ -128,16 +129,16 @@ type verdict struct {
 // reserve debits n events (1 <= n <= Burst) from key's bucket: Reserve and
 // ReserveN.
 func (p *Pace) reserve(key string, n int) verdict {
-	h := p.t.hash(key)
+	h := p.t.Hash(key)
 	var now int64
-	if p.t.clock == nil { // buckets.now, written out: its call cost a tenth of a refusal
-		now = int64(time.Since(p.t.epoch))
+	if p.t.Clock == nil { // table.Table.Now, written out: its call cost a tenth of a refusal
+		now = int64(time.Since(p.t.Epoch))
 	} else {
-		now = p.t.clamped()
+		now = p.t.Clamped()
 	}
-	d, gen := p.t.decide(h, int64(n)*int64(p.b.Interval()), int64(p.b.Tolerance()), now)
+	d, gen := p.t.Decide(h, int64(n)*int64(p.b.Interval()), int64(p.b.Tolerance()), now)
 	if d == 0 {
-		d, gen = p.t.decideSlow(h, int64(n)*int64(p.b.Interval()), int64(p.b.Tolerance()), now)
+		d, gen = p.t.DecideSlow(h, int64(n)*int64(p.b.Interval()), int64(p.b.Tolerance()), now)
 	}
 	if p.obs != nil {
 		p.obs.Decided(SourceMemory, d > 0) // admitted, d is at least n intervals: above zero
@@ -159,9 +160,9 @@ func (p *Pace) Allow(key string) bool {
 // has repaid it, so the key's events stay within the pace over time. A debit
 // cannot be given back, and is not reported to the Observer.
 func (p *Pace) Debit(key string) bool {
-	now := p.t.now()
+	now := p.t.Now()
 	debt := driver.ShapeOf(p.b.Interval(), driver.MaxTolerance)
-	tat, _, _, ok := p.t.take(p.t.hash(key), debt, now)
+	tat, _, _, ok := p.t.TakeAt(p.t.Hash(key), debt, now)
 	return ok && time.Duration(tat-now) <= p.b.Tolerance()
 }
 
@@ -175,7 +176,7 @@ func (p *Pace) Debit(key string) bool {
 // nothing and never fails open: its answer may be stale by the time of the
 // take, which is why the take decides.
 func (p *Pace) Peek(key string) (ok bool, retryAfter time.Duration) {
-	_, wait, ok := p.t.peek(p.t.hash(key), p.b, p.t.now())
+	_, wait, ok := p.t.PeekAt(p.t.Hash(key), p.b, p.t.Now())
 	return ok, time.Duration(wait)
 }
 
@@ -218,7 +219,7 @@ type Reservation struct {
 	// d < 0: refused, and -d is the wait until one event fits;
 	// d = 0: the zero Reservation, or one already returned.
 	d    int64
-	gen  uint64 // the shard's out-of-order total before the take (see buckets.refund)
+	gen  uint64 // the shard's out-of-order total before the take (see table.Table.RefundAt)
 	more int    // the events reserved beyond the first
 }
 
@@ -285,7 +286,7 @@ func (r *Reservation) Settle(used int) {
 	iv := int64(p.b.Interval())
 	switch used = max(used, 0); {
 	case used < n:
-		if p.t.refund(r.key, int64(n)*iv, int64(n-used)*iv, r.at, reserved, r.gen, p.t.now()) && p.obs != nil {
+		if p.t.RefundAt(r.key, int64(n)*iv, int64(n-used)*iv, r.at, reserved, r.gen, p.t.Now()) && p.obs != nil {
 			p.obs.Returned(SourceMemory)
 		}
 	case used > n:
@@ -293,6 +294,6 @@ func (r *Reservation) Settle(used int) {
 		if extra := int64(used - n); extra < over/iv {
 			over = extra * iv
 		}
-		p.t.charge(r.key, over, p.t.now())
+		p.t.Charge(r.key, over, p.t.Now())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratepace/pace/driver"
+	"github.com/ratepace/pace/internal/table"
 )
 
 // Shared is Pace's keyed pace kept in a Store, so that every process using
@@ -26,7 +27,7 @@ import (
 type Shared struct {
 	s      driver.Taker
 	shapes []driver.Shape
-	local  buckets // the local tier: refusals remembered until their retry-after
+	local  table.Table // the local tier: refusals remembered until their retry-after
 	obs    Observer
 
 	fb        *Pace
@@ -76,19 +77,19 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 		p.brk = &breaker{
 			interval: p.fbTimeout,
 			bound:    p.fbTimeout,
-			now:      p.local.now,
+			now:      p.local.Now,
 			probe: func(ctx context.Context) error {
 				_, err := s.Take(ctx, probeKey, p.shapes)
 				return err
 			},
 		}
 	}
-	p.local.init(cfg.clock)
+	p.local.Init(cfg.clock)
 	for _, b := range p.shapes {
 		// A refusal waits at most one interval of the shape that refused,
 		// so every row expires within the longest tolerance: the horizon,
 		// as in a Pace of that shape (one second by default).
-		p.local.widen(b)
+		p.local.Widen(b)
 	}
 	return p, nil
 }
@@ -112,8 +113,8 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 	if err := driver.ValidateKey(key); err != nil {
 		return SharedReservation{}, err
 	}
-	h := p.local.hash(key)
-	now := p.local.now()
+	h := p.local.Hash(key)
+	now := p.local.Now()
 	if wait, refused := p.held(h, now); refused {
 		p.decided(SourceHeld, false)
 		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
@@ -227,7 +228,7 @@ func (r *SharedReservation) Return(ctx context.Context) error {
 	}
 	if r.dec.via == SourceFallback {
 		fb := p.fb
-		fr := Reservation{p: fb, key: fb.t.hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
+		fr := Reservation{p: fb, key: fb.t.Hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
 		fr.Return()
 		return nil
 	}
@@ -247,10 +248,8 @@ var heldShape = driver.ShapeOf(1, 1)
 // and for how long.
 func (p *Shared) held(h uint64, now int64) (wait int64, refused bool) {
 	t := &p.local
-	if sh := t.shardOf(h); now >= sh.nextSweep.Load() {
-		t.trySweep(sh, now) // as a Pace decision does: rows go within a horizon
-	}
-	_, w, ok := t.peek(h, heldShape, now)
+	t.SweepDue(h, now) // as a Pace decision does: rows go within a horizon
+	_, w, ok := t.PeekAt(h, heldShape, now)
 	return w, !ok
 }
 
@@ -262,8 +261,8 @@ func (p *Shared) hold(h uint64, now, wait int64) {
 		return
 	}
 	b := driver.ShapeOf(time.Duration(wait), time.Duration(wait))
-	p.local.widen(b) // a wait beyond the shapes' (a fail-closed policy's, say)
-	p.local.take(h, b, now)
+	p.local.Widen(b) // a wait beyond the shapes' (a fail-closed policy's, say)
+	p.local.TakeAt(h, b, now)
 }
 
 // nextFit returns the time after an admission at which the next take of its
@@ -307,7 +306,7 @@ func (p *Shared) viaStore(ctx context.Context, key string, h uint64) (decision, 
 // trip to the store with ctx (or on the fallback), and delivers every
 // result to the calls still waiting.
 func (p *Shared) roundTrip(ctx context.Context, b *batch) {
-	now := p.local.now()
+	now := p.local.Now()
 	failing := p.brk != nil && p.brk.isOpen() // queued before the store failed
 	n := 0
 	for _, c := range b.calls {

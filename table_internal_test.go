@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/ratepace/pace/internal/fakeclock"
+	"github.com/ratepace/pace/internal/table"
 )
 
 // keysInShard returns n distinct keys that hash to shard s of t.
-func keysInShard(t *Buckets, s, n int, prefix string) []string {
+func keysInShard(t *table.Table, s, n int, prefix string) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
 		k := prefix + strconv.Itoa(i)
-		if int(t.hash(k)>>(64-shardBits)) == s {
+		if t.ShardOf(t.Hash(k)) == s {
 			out = append(out, k)
 		}
 	}
@@ -94,18 +95,7 @@ func TestRacesWithRebuildsAreExact(t *testing.T) {
 		}
 		clk.Advance(time.Second + time.Duration(phase%3)*time.Second/3)
 	}
-	sh := &p.t.shards[shard]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	n := int64(0)
-	if tab := sh.tab.Load(); tab != nil {
-		for i := range tab.keys {
-			if tab.keys[i].Load() != 0 && tab.tats[i].Load() > deleted {
-				n++
-			}
-		}
-	}
-	if live := sh.live.Load(); live != n {
+	if live, n := p.t.Recount(shard); live != n {
 		t.Fatalf("live count %d; a recount of the table finds %d", live, n)
 	}
 }

@@ -14,11 +14,12 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/driver"
+	keyed "github.com/ratepace/pace/internal/table"
 )
 
 // Store is a pace.Store held in process memory: the fast tier for a single
 // process, and the reference implementation of the contract that package
-// storetest checks. Token buckets live in rows of one shape (the arithmetic of
+// storetest checks. Token buckets live in the table behind pace.Pace (the arithmetic of
 // pace.Pace); burst slots decide with pace.AdmitBurst and its companions,
 // Take, TakeMany and Refund with driver.TakeAll, driver.RemainingAll and
 // driver.RefundAll.
@@ -34,17 +35,17 @@ import (
 // goroutines; methods honour ctx only by returning ctx.Err() when it is
 // already done, since none of them blocks.
 type Store struct {
-	shards [numShards]shard
-	seed   maphash.Seed
-	clock  func() time.Time
-	closed atomic.Bool
+	shards  [numShards]shard
+	seed    maphash.Seed
+	buckets *keyed.Table
+	clock   func() time.Time
+	closed  atomic.Bool
 
 	// The longest lifetime given to a row of each namespace, in
 	// nanoseconds (see sweep).
 	slotHorizon, burstHorizon, valueHorizon atomic.Int64
 	cursor                                  atomic.Uint32 // the next shard sweepIdle looks at
 	takeHorizon                             atomic.Int64  // the longest Tolerance given to Take
-	bucketHorizon                           atomic.Int64  // the longest Tolerance given to TokenBucket
 
 	shapes [1 << shapeBits]atomic.Pointer[shapeEntry] // see shape
 }
@@ -75,7 +76,6 @@ type shard struct {
 	bursts table[pace.BurstSlotState]
 	values table[valueRow]
 	takes  table[takeRow] // see take.go
-	tokens table[takeRow] // TokenBucket's buckets: one shape each, as a Take row
 	// takeSeq is the last reorder count handed to a Take row of this shard
 	// (see takeRow.gen); guarded by mu.
 	takeSeq uint64
@@ -122,6 +122,9 @@ func New(opts ...Option) *Store {
 			o(s)
 		}
 	}
+	// Without a clock of the caller's, the buckets keep their own default
+	// (time.Since a monotonic epoch), cheaper than a time.Now per take.
+	s.buckets = keyed.New(s.clock)
 	if s.clock == nil {
 		// The epoch plus the monotonic time since: one monotonic reading,
 		// half the cost of time.Now, which also reads the wall clock.
@@ -187,10 +190,6 @@ func (s *Store) sweepDue(sh *shard, now time.Time) bool {
 		sweep(&sh.takes, now, &s.takeHorizon, takeLeft)
 		ran = true
 	}
-	if sh.tokens.m != nil && !now.Before(sh.tokens.nextSweep) {
-		sweep(&sh.tokens, now, &s.bucketHorizon, takeLeft)
-		ran = true
-	}
 	return ran
 }
 
@@ -221,10 +220,8 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// TokenBucket implements pace.Store with driver.Shape's arithmetic, as a
-// Take of one shape in a namespace of its own, under the lock of the key's
-// shard: retryAfter is exact to the nanosecond, and a full bucket holds no
-// row.
+// TokenBucket implements pace.Store. The buckets are those of pace.Pace's table:
+// retryAfter is exact to the nanosecond, and a full bucket holds no row.
 func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPerSec, cost float64) (bool, time.Duration, error) {
 	if err := s.begin(ctx, "TokenBucket"); err != nil {
 		return false, 0, err
@@ -233,14 +230,8 @@ func (s *Store) TokenBucket(ctx context.Context, key string, capacity, refillPer
 	if err != nil {
 		return false, 0, err
 	}
-	widen(&s.bucketHorizon, b.Tolerance())
-	sh, now, err := s.lock(key, "TokenBucket")
-	if err != nil {
-		return false, 0, err
-	}
-	g := s.takeIn(sh, &sh.tokens, &s.bucketHorizon, key, []driver.Shape{b}, now)
-	sh.mu.Unlock()
-	return g.OK, g.RetryAfter, nil
+	ok, wait := s.buckets.Take(key, b)
+	return ok, wait, nil
 }
 
 // shape returns the bucket shape of a TokenBucket call, validated by
@@ -473,14 +464,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	delete(sh.bursts.m, key)
 	delete(sh.values.m, key)
 	delete(sh.takes.m, key)
-	delete(sh.tokens.m, key)
+	s.buckets.Forget(key) // under the shard lock, so Delete is atomic per key against this shard's namespaces
 	sh.mu.Unlock()
 	return nil
 }
 
 // Close implements pace.Store. There is no goroutine to stop: it drops the
-// slots, burst slots, values, token buckets and Take rows at once and is
-// idempotent; every other method
+// slots, burst slots, values and Take rows at once (the token buckets go with the
+// Store when it is unreachable) and is idempotent; every other method
 // returns an error wrapping pace.ErrClosed after it. Close never blocks, so
 // it does not consult ctx: a Close with an expired context still closes.
 func (s *Store) Close(ctx context.Context) error {
@@ -491,7 +482,7 @@ func (s *Store) Close(ctx context.Context) error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.slots, sh.bursts, sh.values = table[slotRow]{}, table[pace.BurstSlotState]{}, table[valueRow]{}
-		sh.takes, sh.tokens = table[takeRow]{}, table[takeRow]{}
+		sh.takes = table[takeRow]{}
 		sh.mu.Unlock()
 	}
 	return nil
@@ -503,13 +494,13 @@ func (s *Store) Close(ctx context.Context) error {
 // the passes that are due, so a store left without traffic after a flood
 // gives its rows back when Len is called (by a metrics scrape, say).
 func (s *Store) Len() int {
-	n := 0
+	n := s.buckets.Len()
 	now := s.clock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		s.sweepDue(sh, latest(now, sh.last))
-		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m) + len(sh.takes.m) + len(sh.tokens.m)
+		n += len(sh.slots.m) + len(sh.bursts.m) + len(sh.values.m) + len(sh.takes.m)
 		sh.mu.Unlock()
 	}
 	return n

@@ -5,7 +5,6 @@ import (
 	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/storekit"
 	"slices"
-	"sync/atomic"
 	"time"
 )
 
@@ -24,7 +23,7 @@ type takeRow struct {
 	born uint64
 	// memo is the receipt (At, Gen and first Reserved) of the latest
 	// refund that reordered, so that a second refund through a copy of it
-	// gives nothing, as in the table of buckets behind pace.Pace. Gen tells apart two takes at one
+	// gives nothing, as in the table behind pace.Pace. Gen tells apart two takes at one
 	// instant that a refund between them gave the same Reserved.
 	memo struct {
 		at, reserved time.Duration
@@ -78,7 +77,7 @@ func (s *Store) Take(ctx context.Context, key string, shapes []driver.Shape) (dr
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	g := s.takeIn(sh, &sh.takes, &s.takeHorizon, key, shapes, now)
+	g := s.take(sh, key, shapes, now)
 	sh.mu.Unlock()
 	return g, nil
 }
@@ -100,7 +99,7 @@ func (s *Store) TakeMany(ctx context.Context, keys []string, shapes []driver.Sha
 		if err != nil {
 			return err
 		}
-		out[i] = s.takeIn(sh, &sh.takes, &s.takeHorizon, key, shapes, now)
+		out[i] = s.take(sh, key, shapes, now)
 		sh.mu.Unlock()
 	}
 	return nil
@@ -116,13 +115,12 @@ func (s *Store) widenTake(shapes []driver.Shape) {
 	widen(&s.takeHorizon, longest)
 }
 
-// takeIn decides one take of shapes at key at now, in the namespace tab of
-// sh whose sweep horizon is horizon (the Take rows, or TokenBucket's). The
-// caller has validated the arguments and holds the shard lock.
-func (s *Store) takeIn(sh *shard, tab *table[takeRow], horizon *atomic.Int64, key string, shapes []driver.Shape, now time.Time) driver.Grant {
+// take decides one take of shapes at key at now. The caller has validated
+// the arguments and holds the shard lock.
+func (s *Store) take(sh *shard, key string, shapes []driver.Shape, now time.Time) driver.Grant {
 	t := unixNanos(now)
 	n := len(shapes)
-	r := tab.m[key]
+	r := sh.takes.m[key]
 	live := r != nil && !r.full(t)
 	var tats, next [driver.MaxShapes]time.Duration
 	if live {
@@ -140,7 +138,7 @@ func (s *Store) takeIn(sh *shard, tab *table[takeRow], horizon *atomic.Int64, ke
 		g.Receipt.Gen = r.gen
 	case reset > 0: // a new row; none when every shape is still full
 		if r == nil {
-			r = insert(tab, key, now, horizon, takeLeft)
+			r = insert(&sh.takes, key, now, &s.takeHorizon, takeLeft)
 		}
 		sh.takeSeq++
 		*r = takeRow{tats: next, gen: sh.takeSeq, born: sh.takeSeq}

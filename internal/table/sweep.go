@@ -1,4 +1,4 @@
-package pace
+package table
 
 import "time"
 
@@ -42,7 +42,7 @@ import "time"
 const maxSweepPeriod = int64(time.Second)
 
 // period returns the time between two passes over a shard, in nanoseconds.
-func (t *buckets) period() int64 {
+func (t *Table) period() int64 {
 	return min(max(t.horizon.Load(), 1), maxSweepPeriod)
 }
 
@@ -51,7 +51,7 @@ func (t *buckets) period() int64 {
 // the shard doubled; the next decision will try again). A pass that ran
 // also passes over a few other shards whose period has passed (see
 // sweepIdle).
-func (t *buckets) trySweep(sh *shard, now int64) {
+func (t *Table) trySweep(sh *shard, now int64) {
 	if t.sweepIfDue(sh, now) {
 		t.sweepIdle(now)
 	}
@@ -59,7 +59,7 @@ func (t *buckets) trySweep(sh *shard, now int64) {
 
 // sweepIfDue runs a pass on sh if its period has passed and no other
 // goroutine holds its lock, and reports whether it ran.
-func (t *buckets) sweepIfDue(sh *shard, now int64) bool {
+func (t *Table) sweepIfDue(sh *shard, now int64) bool {
 	if now < sh.nextSweep.Load() || !sh.mu.TryLock() {
 		return false
 	}
@@ -80,7 +80,7 @@ const idleSpread = 8
 // to; with it, any traffic at all cleans every shard within
 // numShards/idleSpread periods, and no pass does more than a bounded share
 // of the work.
-func (t *buckets) sweepIdle(now int64) {
+func (t *Table) sweepIdle(now int64) {
 	for range idleSpread {
 		t.sweepIfDue(&t.shards[t.cursor.Add(1)%numShards], now)
 	}
@@ -90,7 +90,7 @@ func (t *buckets) sweepIdle(now int64) {
 // lock another goroutine holds. Len calls it, so that a table that sees no
 // decisions at all after a flood still gives its rows back to whoever
 // watches it (a metrics scrape, say).
-func (t *buckets) sweepDue(now int64) {
+func (t *Table) sweepDue(now int64) {
 	for i := range t.shards {
 		t.sweepIfDue(&t.shards[i], now)
 	}
@@ -98,7 +98,7 @@ func (t *buckets) sweepDue(now int64) {
 
 // sweep deletes the full rows of sh and rebuilds its table when it has
 // shrunk far below its size. The caller holds sh.mu.
-func (t *buckets) sweep(sh *shard, now int64) {
+func (t *Table) sweep(sh *shard, now int64) {
 	period := t.period()
 	sh.nextSweep.Store(now + period)
 	tab := sh.tab.Load()
@@ -126,4 +126,13 @@ func (t *buckets) sweep(sh *shard, now int64) {
 		sh.rebuild(live)
 	}
 	sh.swept = max(int64(live), recent)
+}
+
+// SweepDue runs the sweep of the shard of the key hashed to h if it is due
+// at now, as a decision through TakeAt does: for callers that decide with
+// PeekAt alone (Shared's local tier).
+func (t *Table) SweepDue(h uint64, now int64) {
+	if sh := t.shardOf(h); now >= sh.nextSweep.Load() {
+		t.trySweep(sh, now)
+	}
 }

@@ -1,4 +1,7 @@
-package pace
+// Package table is the sharded, lock-free table of token buckets behind
+// pace.Pace, pace.Shared's local tier and memory.Store's TokenBucket: one
+// int64 arrival time per key, forgotten once full (sweep.go).
+package table
 
 import (
 	"hash/maphash"
@@ -24,11 +27,11 @@ import (
 //
 // buckets must be created with newBuckets. It is safe for concurrent use by
 // multiple goroutines.
-type buckets struct {
+type Table struct {
 	shards  [numShards]shard
 	seed    maphash.Seed
-	epoch   time.Time
-	clock   func() time.Time // nil: time.Since(epoch), the cheapest monotonic reading
+	Epoch   time.Time        // the first clock reading; readings are relative to it
+	Clock   func() time.Time // nil: time.Since(Epoch), the cheapest monotonic reading
 	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds (see period)
 	cursor  atomic.Uint32    // the next shard sweepIdle looks at
 }
@@ -87,30 +90,30 @@ type slot = atomic.Int64
 
 // newBuckets returns an empty table that reads time from now instead of the
 // monotonic clock when now is not nil, as WithClock does for a Pace.
-func newBuckets(now func() time.Time) *buckets {
-	t := new(buckets)
-	t.init(now)
+func New(now func() time.Time) *Table {
+	t := new(Table)
+	t.Init(now)
 	return t
 }
 
 // init readies t to read time from cfg.clock (nil: the default); it reads
 // nothing else of cfg.
-func (t *buckets) init(clock func() time.Time) {
+func (t *Table) Init(clock func() time.Time) {
 	t.seed = maphash.MakeSeed()
-	t.clock = clock
-	if t.clock != nil {
-		t.epoch = t.clock()
+	t.Clock = clock
+	if t.Clock != nil {
+		t.Epoch = t.Clock()
 	} else {
-		t.epoch = time.Now()
+		t.Epoch = time.Now()
 	}
 }
 
 // now reads the table's clock once, in nanoseconds since its epoch.
-func (t *buckets) now() int64 {
-	if t.clock == nil {
-		return int64(time.Since(t.epoch)) // monotonic, from the start of the process: far from the bounds
+func (t *Table) Now() int64 {
+	if t.Clock == nil {
+		return int64(time.Since(t.Epoch)) // monotonic, from the start of the process: far from the bounds
 	}
-	return t.clamped()
+	return t.Clamped()
 }
 
 // maxNow bounds a reading of an injected clock: arrival times (now plus at
@@ -119,11 +122,11 @@ func (t *buckets) now() int64 {
 // slot values moved and deleted, whatever the clock says.
 const maxNow = 1 << 61
 
-func (t *buckets) clamped() int64 {
-	return min(max(int64(t.clock().Sub(t.epoch)), -maxNow), maxNow)
+func (t *Table) Clamped() int64 {
+	return min(max(int64(t.Clock().Sub(t.Epoch)), -maxNow), maxNow)
 }
 
-func (t *buckets) hash(key string) uint64 {
+func (t *Table) Hash(key string) uint64 {
 	h := maphash.Comparable(t.seed, key)
 	if h == 0 {
 		h = 1
@@ -131,22 +134,22 @@ func (t *buckets) hash(key string) uint64 {
 	return h
 }
 
-func (t *buckets) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)] }
+func (t *Table) shardOf(h uint64) *shard { return &t.shards[h>>(64-shardBits)] }
 
 // Take takes one shape-sized take from the bucket at key, now. It reports
 // whether the take fits (and was debited) and, if not, how long until it
 // would. A refused take changes nothing.
-func (t *buckets) Take(key string, b driver.Shape) (ok bool, wait time.Duration) {
-	t.widen(b)
-	_, w, _, ok := t.take(t.hash(key), b, t.now())
+func (t *Table) Take(key string, b driver.Shape) (ok bool, wait time.Duration) {
+	t.Widen(b)
+	_, w, _, ok := t.TakeAt(t.Hash(key), b, t.Now())
 	return ok, time.Duration(w)
 }
 
 // Forget drops the bucket at key, as if it were full. It is atomic: a take
 // racing with it decides either before (and is forgotten with the rest) or
 // after (on a full bucket).
-func (t *buckets) Forget(key string) {
-	h := t.hash(key)
+func (t *Table) Forget(key string) {
+	h := t.Hash(key)
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -177,8 +180,8 @@ func (sh *shard) drop(s *slot, v int64) bool {
 // sweep.go), so a table left without traffic after a flood gives its rows
 // back when Len is called. Full rows are dropped as they are found (by
 // Return, or by the sweep), so Len may count a few that have refilled since.
-func (t *buckets) Len() int {
-	t.sweepDue(t.now())
+func (t *Table) Len() int {
+	t.sweepDue(t.Now())
 	n := int64(0)
 	for i := range t.shards {
 		n += t.shards[i].live.Load()
@@ -187,7 +190,7 @@ func (t *buckets) Len() int {
 }
 
 // widen records b's tolerance as the sweep horizon if it is the longest seen.
-func (t *buckets) widen(b driver.Shape) {
+func (t *Table) Widen(b driver.Shape) {
 	for {
 		h := t.horizon.Load()
 		if int64(b.Tolerance()) <= h || t.horizon.CompareAndSwap(h, int64(b.Tolerance())) {
@@ -200,17 +203,17 @@ func (t *buckets) widen(b driver.Shape) {
 // tat is the new arrival time and gen the shard's out-of-order total before the
 // take (for refund); when not, wait is the time until the take would fit, and
 // nothing was written. The zero driver.Shape refuses, even a full bucket.
-func (t *buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
+func (t *Table) TakeAt(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
 	if b.Tolerance() == 0 {
 		return 0, int64(driver.MaxTolerance), 0, false
 	}
 	cost, tol := int64(b.Interval()), int64(b.Tolerance())
 	d := int64(0)
 	if cost > 0 { // decide's answer of 0 is "not decided", a free take's "admitted"
-		d, gen = t.decide(h, cost, tol, now)
+		d, gen = t.Decide(h, cost, tol, now)
 	}
 	if d == 0 {
-		d, gen = t.decideSlow(h, cost, tol, now)
+		d, gen = t.DecideSlow(h, cost, tol, now)
 	}
 	if d < 0 {
 		return 0, -d, gen, false
@@ -228,7 +231,7 @@ func (t *buckets) take(h uint64, b driver.Shape, now int64) (tat, wait int64, ge
 // is not due, decided with only the loads the decision needs. For any other
 // case it returns d = 0, having written nothing, and the caller goes on
 // with decideSlow. It calls nothing, so that it needs no stack frame.
-func (t *buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *Table) Decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := &t.shards[h>>(64-shardBits)]
 	// Read before the slot and again after the swap: a take that overlapped
 	// an out-of-order refund's swap (the total odd, or moved) records an
@@ -266,7 +269,7 @@ func (t *buckets) decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 // deleted (inserted under the lock), a row being moved, a swap lost to
 // another decision. Unlike decide, it also takes a free take (cost 0),
 // whose admission it reports as d = 0.
-func (t *buckets) decideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *Table) DecideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
@@ -308,7 +311,7 @@ func settled(sh *shard, gen uint64) uint64 {
 
 // peek decides one take of shape b for the key hashed to h at now, as take
 // would, but writes nothing.
-func (t *buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok bool) {
+func (t *Table) PeekAt(h uint64, b driver.Shape, now int64) (tat, wait int64, ok bool) {
 	sh := t.shardOf(h)
 	for {
 		v := now // absent or deleted: a full bucket
@@ -334,7 +337,7 @@ func (t *buckets) peek(h uint64, b driver.Shape, now int64) (tat, wait int64, ok
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
+func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -389,9 +392,9 @@ func (t *buckets) refund(h uint64, cost, give, taken, reserved int64, gen uint64
 // an overdraft, which puts the bucket into debt up to driver.MaxTolerance, so that
 // later takes are refused until the pace has repaid it. A charge is a take
 // that always fits, not a refund: it moves the out-of-order total of none.
-func (t *buckets) charge(h uint64, cost, now int64) {
+func (t *Table) Charge(h uint64, cost, now int64) {
 	for cost > 0 {
-		d, _ := t.decideSlow(h, cost, int64(driver.MaxTolerance), now)
+		d, _ := t.DecideSlow(h, cost, int64(driver.MaxTolerance), now)
 		if d >= 0 {
 			return
 		}
@@ -436,7 +439,7 @@ func (sh *shard) waitRebuild() {
 // the shard lock. It reports done=false when the key turned out to be live
 // already (another goroutine inserted it), so the caller decides on the lock-
 // free path again.
-func (t *buckets) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
+func (t *Table) insert(sh *shard, h uint64, cost, now int64) (tat int64, done bool) {
 	next := now + cost // a full bucket admits any valid take
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
