@@ -11,7 +11,7 @@ import (
 )
 
 // byHand is the decision a service writes into its handler instead of a
-// middleware (issue 22's reference): the connection's address parsed, one
+// middleware: the connection's address parsed, one
 // Reserve on the IP address, and the two IETF fields set, the RateLimit
 // line made for the request; a refusal answers 429 with Retry-After.
 var byHand = Middleware{Name: "by-hand", Title: "by hand", Module: "github.com/ratepace/pace",
@@ -44,7 +44,7 @@ var byHand = Middleware{Name: "by-hand", Title: "by hand", Module: "github.com/r
 		}), nil, nil
 	}}
 
-// BenchmarkAdmitPath is issue 22's point 2 measured from outside
+// BenchmarkAdmitPath measures the middleware's admit path from outside
 // httplimit: pace's middleware against the same decision written by hand
 // (byHand), against go-chi/httprate and the empty handler alone, on the
 // admit path at 10,000 clients (1,000 under -short), serial and parallel,

@@ -1,7 +1,7 @@
 package grpclimit_test
 
-// Defects found by the adversarial review of issue 19's fixes (branch
-// review). Each test names the promise it breaks; each fails on main.
+// Regression tests for defects an adversarial review found at the edge:
+// each names the promise it pins.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package httplimit_test
 
-// Defects found by the adversarial review of issue 19's fixes (branch
-// review). Each test names the promise it breaks; each fails on main.
+// Regression tests for defects an adversarial review found at the edge:
+// each names the promise it pins.
 
 import (
 	"net/http"
@@ -20,7 +20,7 @@ import (
 
 // TestClientIDFormWithInvalidMediaParameter breaks docs/httplimit.md's
 // "the client_id parameter wherever net/http hands one to a handler ... a
-// urlencoded POST" and issue 19 point 3 (RFC 6749 section 2.3: one
+// urlencoded POST" (RFC 6749 section 2.3: one
 // authentication method per request). mime.ParseMediaType returns the media
 // type together with ErrInvalidMediaParameter when a parameter is
 // malformed ("application/x-www-form-urlencoded; charset"), and net/http's
@@ -110,7 +110,7 @@ func TestTrustedProxyByMappedOrNAT64Prefix(t *testing.T) {
 }
 
 // TestNestedInnerErrorGivesBackOuter breaks "nested middlewares ... all or
-// nothing, as within one middleware" (issue 19 point 11's sibling) and
+// nothing, as within one middleware" (the sibling of all or nothing across a chain) and
 // "an outage must cost callers nothing": within one Middleware a key error
 // or a store error gives back what the earlier limits took
 // (Limiter.Decide), but across nested Middlewares only a refusal does
@@ -145,7 +145,7 @@ func TestNestedInnerErrorGivesBackOuter(t *testing.T) {
 }
 
 // TestSharedQuotaRateLimitTIsTheQuotas breaks "RateLimit ... t the seconds
-// until its bucket is full again" and issue 19's "headers that lie": a
+// until its bucket is full again" and the promise that the fields never lie: a
 // Shared limit's RateLimit item takes r from the tightest of its limits
 // (here the hourly pace.WithQuota) but t from the pace of NewShared, so the
 // admission that spends the hourly quota says r=0;t=1. A client that waits
@@ -208,7 +208,7 @@ func TestPaceWithBurstRateLimitT(t *testing.T) {
 
 // TestNestedLegacyHeadersTightest breaks "LegacyHeaders() adds
 // X-RateLimit-Limit, -Remaining and -Reset of the tightest limit" with
-// "nested middlewares combine their fields" (issue 19 point 9's sibling):
+// "nested middlewares combine their fields":
 // the inner Middleware overwrites the outer one's X-RateLimit-* with its
 // own limit, so the response that spends the outer per-address pace says
 // X-RateLimit-Remaining: 8, and the next request is refused.
@@ -227,7 +227,7 @@ func TestNestedLegacyHeadersTightest(t *testing.T) {
 
 // TestGivenBackLegacyHeadersReportNextRequest breaks "a response whose
 // event was given back before its header was written ... reports what the
-// next request will see" (issue 19 point 10) for LegacyHeaders: RateLimit
+// next request will see" for LegacyHeaders: RateLimit
 // is rewritten at WriteHeader, X-RateLimit-Remaining is not, so a 401 that
 // gave its event back says Remaining 0 while the next request is admitted
 // with r=0 left (it had 1).

@@ -189,7 +189,7 @@ func TestMiddlewareRegistration(t *testing.T) {
 }
 
 // TestMiddlewareTwoMiddlewaresOneRegistry: two middlewares count on one
-// registry, their limits told apart by name (issue 21, point 6: the second
+// registry, their limits told apart by name (the second
 // registration failed with Prometheus's duplicate-collector error).
 func TestMiddlewareTwoMiddlewaresOneRegistry(t *testing.T) {
 	reg := newCapture()

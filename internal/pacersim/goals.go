@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Goal is one of issue 20's goals for one client count, worst over seeds
+// Goal is one of the pacer's goals for one client count, worst over seeds
 // (docs/pacer.md, "Tuning and validation").
 type Goal struct {
 	Name    string

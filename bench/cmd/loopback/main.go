@@ -261,7 +261,7 @@ func document(o options, ms []bench.Middleware, results map[cell][]bench.LoadRes
 			}
 		}
 	}
-	p("\n**Goal (issue 22): pace's loss of throughput against no middleware at most half the best peer's**, on the admit path, pace's per-process Pace against the in-process peers (Shared on Redis makes a round trip per request and is shown for what it costs, not held to it):\n\n")
+	p("\n**Goal: pace's loss of throughput against no middleware at most half the best peer's**, on the admit path, pace's per-process Pace against the in-process peers (Shared on Redis makes a round trip per request and is shown for what it costs, not held to it):\n\n")
 	for _, conns := range o.conns {
 		pl, ok := losses[conns]["pace"]
 		if !ok {
