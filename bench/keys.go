@@ -2,7 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"math/rand/v2"
+
+	"github.com/ratepace/pace/internal/benchkit"
 )
 
 // KeyLen is the length of every key the benchmarks and MeasureMemory use,
@@ -31,27 +32,10 @@ func Keys(ns string, n int) ([]string, error) {
 	return keys, nil
 }
 
-// minOrder is the shortest Order: long enough that walking it is not
-// walking a few keys over and over in one pattern.
-const minOrder = 1 << 16
-
-// Order returns the fixed pseudo-random order in which the benchmarks visit
-// n keys: whole permutations of [0, n), one after another, at least minOrder
-// long, the same in every run. Requests from many clients arrive in no
-// particular order; walking keys in the order they were allocated would
-// flatter the designs that allocate one object per key, whose objects then
-// sit next to each other in memory.
-func Order(n int) []int32 {
-	perms := max(1, (minOrder+n-1)/n)
-	order := make([]int32, 0, perms*n)
-	rng := rand.New(rand.NewPCG(0x9ace, uint64(n)))
-	for range perms {
-		start := len(order)
-		for i := range n {
-			order = append(order, int32(i))
-		}
-		p := order[start:]
-		rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-	}
-	return order
-}
+// Order returns the order in which the random workloads walk n keys: whole
+// permutations of [0, n), one after another, at least 1<<16 long, the same
+// in every run (benchkit.Order, which the root benchmarks use too).
+// Requests from many clients arrive in no particular order; walking keys in
+// the order they were allocated would flatter the designs that allocate one
+// object per key, whose objects then sit next to each other in memory.
+func Order(n int) []int32 { return benchkit.Order(n) }

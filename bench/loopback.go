@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratepace/pace/internal/benchkit"
 )
 
 // LoadAdmit is the limit of the load test's admit path: 100,000 requests a
@@ -175,7 +177,7 @@ func (l *LoadClients) Run(requests int, d time.Duration) (LoadResult, error) {
 		firstErr error
 		lat      = make([]time.Duration, 0, min(requests, 1<<20))
 	)
-	cpu0 := cpuTime()
+	cpu0 := benchkit.CPUTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	for _, c := range l.cs {
@@ -215,7 +217,7 @@ func (l *LoadClients) Run(requests int, d time.Duration) (LoadResult, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
-	res.CPU = cpuTime() - cpu0
+	res.CPU = benchkit.CPUTime() - cpu0
 	if firstErr != nil {
 		return res, firstErr
 	}

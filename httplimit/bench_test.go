@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratepace/pace"
 	"github.com/ratepace/pace/httplimit"
+	"github.com/ratepace/pace/internal/benchkit"
 )
 
 var (
@@ -26,11 +27,11 @@ type passage struct {
 }
 
 // reportCPU starts measuring the CPU time of the benchmark; the function it
-// returns reports it as cpu-ns/op, all cores together (see cpuTime).
+// returns reports it as cpu-ns/op, all cores together (see benchkit.CPUTime).
 func reportCPU(b *testing.B) func() {
-	start := cpuTime()
+	start := benchkit.CPUTime()
 	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(benchkit.CPUTime()-start)/float64(b.N), "cpu-ns/op")
 	}
 }
 
