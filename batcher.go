@@ -40,6 +40,7 @@ type call struct {
 	ctx   context.Context
 	key   string
 	h     uint64
+	n     int // the units reserved
 	state atomic.Int32
 	wake  chan struct{} // a result was delivered
 	fl    *flight       // the round trip carrying it, once launched from the queue; guarded by batcher.mu
@@ -66,7 +67,8 @@ type batch struct {
 	calls    []*call
 	keys     []string
 	out      []driver.Grant
-	launched int // decisions launched with it, for the accounting of its end
+	shapes   [driver.MaxShapes]driver.Shape // the shapes of a size other than 1
+	launched int                            // decisions launched with it, for the accounting of its end
 }
 
 // flight is the context of a round trip of queued decisions: detached

@@ -18,7 +18,7 @@ type config struct {
 	clock    func() time.Time
 	observer Observer
 
-	// New
+	// New and NewShared
 	burst    float64 // events; meaningful when burstSet
 	burstSet bool
 
@@ -107,10 +107,11 @@ func (c *config) fail(err error) {
 // interval of length T. n must be a finite number of at least 1 (a
 // fraction is kept: Burst reports the whole events), and n events must
 // refill within about 73 years; otherwise New returns an error wrapping
-// ErrInvalidArgument. It serves New.
+// ErrInvalidArgument. It serves New and NewShared (where it sets the
+// bucket of the pace, not of the quotas).
 func WithBurst(n float64) Option {
 	return func(c *config) {
-		if c.serves("WithBurst", forNew) {
+		if c.serves("WithBurst", forNew|forShared) {
 			c.burst, c.burstSet = n, true
 		}
 	}
@@ -139,14 +140,27 @@ func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = o }
 }
 
-// WithQuota adds to every key of a Shared a quota of n events per period,
-// with a bucket of max(1, n) events refilled continuously at n per period:
+// WithQuota adds to every key of a Shared a quota of n reservations per
+// period, with a bucket of max(1, n) refilled continuously at n per period:
 // WithQuota(1000, time.Hour) beside a pace of 20 per second admits bursts of
 // 20 and at most 1000 in any hour (plus one hour's refill per hour of
 // course). A take must fit the pace and every quota, and a refusal by one
-// debits none. n must be a positive finite number and period above zero,
-// and the shape valid for driver.NewShape; with the pace, at most
-// driver.MaxShapes limits in all. It serves NewShared.
+// debits none.
+//
+// A quota counts reservations, one each, whatever the units ReserveN takes
+// of the pace: with a pace counted in tokens,
+//
+//	pace.NewShared(store, 100_000.0/60, pace.WithBurst(100_000),
+//		pace.WithQuota(500, time.Minute))
+//
+// limits each key to 100,000 tokens and 500 requests a minute, and
+// ReserveN(ctx, key, n) takes n tokens and one request. A reservation
+// settled at zero gives its request back; settled at any other count, the
+// request stays spent.
+//
+// n must be a positive finite number and period above zero, and the shape
+// valid for driver.NewShape; with the pace, at most driver.MaxShapes limits
+// in all. It serves NewShared.
 func WithQuota(n float64, period time.Duration) Option {
 	return func(c *config) {
 		if !c.serves("WithQuota", forShared) {
@@ -267,7 +281,8 @@ const (
 	// SourceStore is a decision a Shared's store made.
 	SourceStore
 	// SourceHeld is a refusal a Shared made in process, for a key the
-	// store had refused (or emptied) and whose retry-after had not passed.
+	// store had refused (or emptied) and whose retry-after had not passed,
+	// or for a ReserveN that can never fit.
 	SourceHeld
 	// SourceFallback is a decision a Shared's fallback Pace made while the
 	// store failed (see WithFallback).

@@ -52,19 +52,30 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.burstSet {
-		if !(cfg.burst >= 1) || math.IsInf(cfg.burst, 1) {
-			return nil, invalid("burst of %v events is not a finite number >= 1", cfg.burst)
-		}
-		if b, err = driver.NewShape(cfg.burst, perSecond, 1); err != nil {
-			// the only rule left: n events must refill within MaxTolerance
-			return nil, invalid("burst of %v events at %v per second takes longer than %v to refill", cfg.burst, perSecond, driver.MaxTolerance)
-		}
+	if b, err = cfg.burstShape(b, perSecond); err != nil {
+		return nil, err
 	}
 	p := &Pace{b: b, burst: int(b.Tolerance() / b.Interval()), obs: cfg.observer}
 	p.t.Init(cfg.clock)
 	p.t.Widen(b)
 	return p, nil
+}
+
+// burstShape returns the bucket of a pace of perSecond events per second
+// whose default bucket is b, with the capacity of WithBurst if given.
+func (c *config) burstShape(b driver.Shape, perSecond float64) (driver.Shape, error) {
+	if !c.burstSet {
+		return b, nil
+	}
+	if !(c.burst >= 1) || math.IsInf(c.burst, 1) {
+		return b, invalid("burst of %v events is not a finite number >= 1", c.burst)
+	}
+	b, err := driver.NewShape(c.burst, perSecond, 1)
+	if err != nil {
+		// the only rule left: n events must refill within MaxTolerance
+		return b, invalid("burst of %v events at %v per second takes longer than %v to refill", c.burst, perSecond, driver.MaxTolerance)
+	}
+	return b, nil
 }
 
 // paceShape returns the bucket of a pace of perSecond events per second: one

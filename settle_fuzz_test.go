@@ -6,116 +6,14 @@ import (
 	"time"
 
 	"github.com/ratepace/pace"
+	"github.com/ratepace/pace/internal/settlemodel"
 )
-
-// settledUnits is an independent model of the promise of settlements: it knows
-// nothing of arrival times, refunds or debt, only, per key, the clock
-// readings of admissions with the units they reserved and were settledUnits at,
-// and of the settlements above what was reserved (the overdrafts).
-type settledUnits struct {
-	rate, burst float64 // units per second; units
-	adm         []*admitted
-	seq         int // the order of admissions and settlements
-	over        []overdraft
-}
-
-type admitted struct {
-	at      time.Duration
-	seq     int
-	n, used int // used = n until settledUnits
-}
-
-type overdraft struct {
-	at    time.Duration
-	seq   int
-	units int
-}
-
-func (m *settledUnits) admit(at time.Duration, n int) *admitted {
-	m.seq++
-	a := &admitted{at: at, seq: m.seq, n: n, used: n}
-	m.adm = append(m.adm, a)
-	return a
-}
-
-func (m *settledUnits) settle(a *admitted, at time.Duration, used int) {
-	m.seq++
-	a.used = max(used, 0)
-	if a.used > a.n {
-		m.over = append(m.over, overdraft{at, m.seq, a.used - a.n})
-	}
-}
-
-// kept is what an admission keeps at its decision: what it was settledUnits at,
-// up to what it reserved (the excess is an overdraft, kept when settledUnits).
-func (a *admitted) kept() int { return min(a.used, a.n) }
-
-// check asserts, for the key:
-//
-//   - in every window [from, to], the units kept (admissions decided in it,
-//     overdrafts settledUnits in it) are at most rate × (to − from) + burst + the
-//     overdrafts settledUnits in it;
-//   - from the idle key at 0 up to each admission A, the units kept by the
-//     admissions up to A and the overdrafts settledUnits before A are at most
-//     rate × A + burst: the debt of an overdraft is repaid before anything
-//     more is admitted, so over any interval the total is at most
-//     rate × T + burst + the overdrafts settledUnits after the last admission.
-func (m *settledUnits) check(t *testing.T, key string) {
-	t.Helper()
-	const eps = 1e-9
-	at := make([]time.Duration, 0, len(m.adm)+len(m.over))
-	for _, a := range m.adm {
-		at = append(at, a.at)
-	}
-	for _, o := range m.over {
-		at = append(at, o.at)
-	}
-	slices.Sort(at)
-	at = slices.Compact(at)
-	for i, from := range at {
-		for _, to := range at[i:] {
-			units, allowance := 0, 0
-			for _, a := range m.adm {
-				if a.at >= from && a.at <= to {
-					units += a.kept()
-				}
-			}
-			for _, o := range m.over {
-				if o.at >= from && o.at <= to {
-					units += o.units
-					allowance += o.units
-				}
-			}
-			if bound := m.rate*(to-from).Seconds() + m.burst + float64(allowance); float64(units) > bound+eps {
-				t.Fatalf("key %s: %d units kept in [%v, %v]; at most %.3f (rate %v, burst %v, overdrafts %d)",
-					key, units, from, to, bound, m.rate, m.burst, allowance)
-			}
-		}
-	}
-	for _, last := range m.adm {
-		units := 0
-		for _, a := range m.adm {
-			if a.seq <= last.seq {
-				units += a.kept()
-			}
-		}
-		for _, o := range m.over {
-			if o.seq < last.seq {
-				units += o.units
-			}
-		}
-		if bound := m.rate*last.at.Seconds() + m.burst; float64(units) > bound+eps {
-			t.Fatalf("key %s: from idle, %d units kept up to the admission at %v; at most %.3f (rate %v, burst %v)",
-				key, units, last.at, bound, m.rate, m.burst)
-		}
-	}
-}
 
 // FuzzSettle attacks the promise of ReserveN and Settle on two keys: a
 // script reserves any count (valid or not), settles any outstanding
 // reservation for any amount (below, at or above what it reserved) at any
 // time, forges (reserves and settles at 0 at once), and moves the clock.
-// The units kept are checked against settledUnits, which counts them per window;
+// The units kept are checked against settlemodel.Units, which counts them per window;
 // a forgery must leave its key exactly as it found it (Peek before and
 // after); a count outside [1, Burst] must be refused as never fitting.
 func FuzzSettle(f *testing.F) {
@@ -145,11 +43,11 @@ func FuzzSettle(f *testing.F) {
 			t.Fatal(err)
 		}
 		B := p.Burst()
-		models := map[string]*settledUnits{"a": {rate: rate, burst: capacity}, "b": {rate: rate, burst: capacity}}
+		models := map[string]*settlemodel.Units{"a": {Rate: rate, Burst: capacity}, "b": {Rate: rate, Burst: capacity}}
 		type out struct {
 			r   *pace.Reservation
 			key string
-			a   *admitted
+			a   *settlemodel.Admission
 		}
 		var outs []out
 		interval := time.Duration(float64(time.Second) / rate)
@@ -169,7 +67,7 @@ func FuzzSettle(f *testing.F) {
 					t.Fatalf("step %d: ReserveN(%d) with a burst of %d = %v, retry %v; want refused, never", i/3, a, B, r.OK(), r.RetryAfter())
 				}
 				if r.OK() {
-					outs = append(outs, out{&r, key, m.admit(c.Elapsed(), a)})
+					outs = append(outs, out{&r, key, m.Admit(c.Elapsed(), a)})
 				}
 			case 2, 4: // settle outstanding reservation a at b (4: and again)
 				if len(outs) == 0 {
@@ -181,23 +79,23 @@ func FuzzSettle(f *testing.F) {
 				if op&7 == 4 {
 					o.r.Settle(b)
 				}
-				models[o.key].settle(o.a, c.Elapsed(), b)
+				models[o.key].Settle(o.a, c.Elapsed(), b)
 				outs = slices.Delete(outs, j, j+1)
-			case 3: // a forgery of a%B+1 units: reserved and settledUnits at 0 at once
+			case 3: // a forgery of a%B+1 units: reserved and settled at 0 at once
 				ok, wait := p.Peek(key)
 				r := p.ReserveN(key, a%B+1)
 				r.Settle(0)
 				if ok2, wait2 := p.Peek(key); ok2 != ok || wait2 != wait {
-					t.Fatalf("step %d: a forgery of %d settledUnits at 0 changed Peek from %v, %v to %v, %v", i/3, a%B+1, ok, wait, ok2, wait2)
+					t.Fatalf("step %d: a forgery of %d settled at 0 changed Peek from %v, %v to %v, %v", i/3, a%B+1, ok, wait, ok2, wait2)
 				}
-			case 5: // Allow: one unit, never settledUnits
+			case 5: // Allow: one unit, never settled
 				if p.Allow(key) {
-					m.admit(c.Elapsed(), 1)
+					m.Admit(c.Elapsed(), 1)
 				}
 			}
 		}
 		for key, m := range models {
-			m.check(t, key)
+			m.Check(t, key)
 		}
 	})
 }

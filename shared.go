@@ -1,9 +1,11 @@
 package pace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ratepace/pace/driver"
@@ -29,6 +31,7 @@ type Shared struct {
 	shapes []driver.Shape
 	local  table.Table // the local tier: refusals remembered until their retry-after
 	obs    Observer
+	maxN   int // the most units one reservation can take of the pace: ReserveN's bound
 
 	fb        *Pace
 	fbTimeout time.Duration
@@ -62,6 +65,9 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 	if err != nil {
 		return nil, err
 	}
+	if first, err = cfg.burstShape(first, perSecond); err != nil {
+		return nil, err
+	}
 	if n := 1 + len(cfg.quotas); n > driver.MaxShapes {
 		return nil, invalid("%d limits exceed MaxShapes (%d)", n, driver.MaxShapes)
 	}
@@ -71,6 +77,7 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 		obs:       cfg.observer,
 		fb:        cfg.fb,
 		fbTimeout: cfg.fbTimeout,
+		maxN:      int(first.Tolerance() / first.Interval()),
 	}
 	p.rt.max, p.rt.trip = cfg.roundTrips, p.roundTrip
 	if p.fb != nil {
@@ -110,8 +117,31 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 // decision went alone, or one of those it carried); the others of that
 // round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
+	return p.ReserveN(ctx, key, 1)
+}
+
+// ReserveN is Reserve for n units at once: it debits n units from the
+// pace and one reservation from every quota of WithQuota (a call of n
+// tokens and one request), all or nothing, in one atomic step at the
+// store. For a cost known only afterwards (the tokens of an LLM call),
+// reserve an estimate and Settle the reservation at the actual.
+//
+// n must be between 1 and the pace's bucket (one second of it, or
+// WithBurst's): more can never fit, whatever the wait, and fewer is no
+// reservation; either is refused (SourceHeld), debiting nothing, and its
+// RetryAfter reports math.MaxInt64 (never). A key the local tier holds
+// refused is refused for any n, with the wait of one unit. Decisions of
+// the same n that queue together share one store call; a round trip
+// carrying reservations of k different sizes makes k store calls, one after
+// the other. The fallback of WithFallback reserves n events of its Pace.
+// Errors are Reserve's.
+func (p *Shared) ReserveN(ctx context.Context, key string, n int) (SharedReservation, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return SharedReservation{}, err
+	}
+	if uint(n-1) >= uint(p.maxN) {
+		p.decided(SourceHeld, false)
+		return SharedReservation{p: p, dec: decision{d: -math.MaxInt64, via: SourceHeld}}, nil
 	}
 	h := p.local.Hash(key)
 	now := p.local.Now()
@@ -120,9 +150,9 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
 	}
 	if p.brk != nil && !p.brk.closed() {
-		return SharedReservation{p: p, key: key, dec: p.fallback(key)}, nil
+		return SharedReservation{p: p, key: key, dec: p.fallback(key, n)}, nil
 	}
-	dec, err := p.viaStore(ctx, key, h)
+	dec, err := p.viaStore(ctx, key, h, n)
 	if err != nil {
 		return SharedReservation{}, err
 	}
@@ -163,9 +193,13 @@ type decision struct {
 	// Reservation); d < 0: refused, and -d is the wait in nanoseconds;
 	// d = 0: the zero value, or one already returned.
 	d    int64
+	n    int           // the units reserved (ReserveN's n)
 	left int           // whole events left after the decision, in the tightest limit
 	full time.Duration // until that limit is full again (see FullIn)
 	via  Source
+	// settled reports that Settle disarmed the reservation: left and full
+	// then describe the key as the settlement left it.
+	settled bool
 	// r is the store's receipt; for the fallback, At and Gen are the
 	// fallback's clock reading and reorder count at its take.
 	r driver.Receipt
@@ -185,8 +219,16 @@ func (r *SharedReservation) RetryAfter() time.Duration {
 // Remaining reports how many whole events the key had left in its tightest
 // limit just after the decision: for a RateLimit-Remaining header. It is 0
 // when refused.
+//
+// After Settle (or Return), it reports the key as the settlement left it,
+// seen from the decision: the arrival times of the take moved by what was
+// given back or debited (exact when settled at once and no other decision
+// of the key came between).
+//
+// Each limit counts in its own units (the pace in ReserveN's units, each
+// quota in reservations), and the tightest is the one with the fewest left.
 func (r *SharedReservation) Remaining() int {
-	if r.dec.d <= 0 {
+	if r.dec.d <= 0 && !r.dec.settled {
 		return 0
 	}
 	return r.dec.left
@@ -195,9 +237,10 @@ func (r *SharedReservation) Remaining() int {
 // FullIn reports, when the reservation was admitted, the time after the
 // decision until the limit that Remaining describes (the tightest; of
 // those as tight, the one that takes longest) is full again, as a
-// RateLimit header's t wants it; 0 when refused.
+// RateLimit header's t wants it; 0 when refused. After Settle it reports
+// the settled state, as Remaining does.
 func (r *SharedReservation) FullIn() time.Duration {
-	if r.dec.d <= 0 {
+	if r.dec.d <= 0 && !r.dec.settled {
 		return 0
 	}
 	return r.dec.full
@@ -207,36 +250,125 @@ func (r *SharedReservation) FullIn() time.Duration {
 // for the zero SharedReservation).
 func (r *SharedReservation) Source() Source { return r.dec.via }
 
-// Return gives the reserved event back to where it was taken, as
-// Reservation.Return does: all of it at once, later only the part not yet
-// refilled, never above full, whatever the order of returns across
-// processes. It does nothing (and returns nil) on a refused reservation, on
-// the zero SharedReservation, or when called a second time on the same
-// variable. The variable is disarmed before the store is called, so a store
-// error (returned as it is) leaves the event debited: stricter, never over
-// the pace. A return to the store also forgets the key's refusal in this
-// process's local tier.
-func (r *SharedReservation) Return(ctx context.Context) error {
+// Return gives the reserved units back to where they were taken, as
+// Reservation.Return does: it is Settle(ctx, 0). Called at once, it gives
+// back all of them; later only the part not yet refilled, never above
+// full, whatever the order of returns across processes.
+func (r *SharedReservation) Return(ctx context.Context) error { return r.Settle(ctx, 0) }
+
+// Settle settles an admitted reservation of n units at used, the count
+// actually spent, and disarms it, as Reservation.Settle does: fewer than n
+// gives back the other n − used units of the pace by the rules of a late
+// Return; more than n debits used − n more, whether or not they fit,
+// putting the key into debt that its later decisions are refused until
+// repaid. The quotas count the reservation, not its units: settled at 0,
+// it gives back their reservation too (a reservation settled at zero spends
+// nothing); at any other count it stays spent. used below 0 counts as 0.
+//
+// It goes to where the reservation was taken (the store, or the fallback
+// Pace) in one atomic step, and forgets the key's refusal in this process's
+// local tier when it gives back, or holds the key refused when the debt
+// leaves no unit. It does nothing (and returns nil) on a refused
+// reservation, on the zero SharedReservation, or when called a second time
+// on the same variable. The variable is disarmed before the store is
+// called, so a store error (returned as it is) leaves the reservation as
+// it was taken: stricter than the actual when used < n; more lenient, by
+// the debit that failed, when used > n.
+func (r *SharedReservation) Settle(ctx context.Context, used int) error {
 	d := r.dec.d
 	if d <= 0 {
 		return nil
 	}
 	r.dec.d = 0
-	p := r.p
-	if p.obs != nil {
+	p, n := r.p, max(r.dec.n, 1)
+	used = max(used, 0)
+	if used == n {
+		r.dec.settled = true
+		return nil
+	}
+	if used < n && p.obs != nil {
 		p.obs.Returned(r.dec.via)
 	}
 	if r.dec.via == SourceFallback {
 		fb := p.fb
-		fr := Reservation{p: fb, key: fb.t.Hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen}
-		fr.Return()
+		fr := Reservation{p: fb, key: fb.t.Hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen, more: n - 1}
+		fr.Settle(used)
 		return nil
 	}
-	if err := p.s.Refund(ctx, r.key, p.shapes, r.dec.r); err != nil {
+	var buf [driver.MaxShapes]driver.Shape
+	if used < n {
+		shapes := p.given(n, used, buf[:len(p.shapes)])
+		if err := p.s.Refund(ctx, r.key, shapes, r.dec.r); err != nil {
+			return err
+		}
+		p.local.Forget(r.key)
+		rc := r.dec.r
+		for i, b := range shapes {
+			rc.Reserved[i] = max(rc.Reserved[i]-b.Interval(), rc.At)
+		}
+		r.dec.left, r.dec.full = p.tightest(&rc)
+		r.dec.settled = true
+		return nil
+	}
+	g, err := p.s.Take(ctx, r.key, p.overdraft(used-n, buf[:len(p.shapes)]))
+	if err != nil {
 		return err
 	}
+	// The debt outlasts any refusal the local tier holds for the key.
 	p.local.Forget(r.key)
+	p.hold(p.local.Hash(r.key), p.local.Now(), p.nextFit(&g.Receipt))
+	r.dec.left, r.dec.full = p.tightest(&g.Receipt)
+	r.dec.settled = true
 	return nil
+}
+
+// scaled writes to dst (len(p.shapes)) the shapes of a reservation of n
+// units: n intervals of the pace, one of each quota. n is at most maxN, so
+// the take fits the pace's bucket.
+func (p *Shared) scaled(n int, dst []driver.Shape) []driver.Shape {
+	copy(dst, p.shapes)
+	if n != 1 {
+		b := p.shapes[0]
+		dst[0] = driver.ShapeOf(time.Duration(n)*b.Interval(), b.Tolerance())
+	}
+	return dst
+}
+
+// given writes to dst the shapes through which a refund gives back what a
+// reservation of n units settled at used (0 <= used < n) does not keep:
+// the reservation whole when used is 0, else n − used intervals of the
+// pace and nothing of the quotas. A shape's interval is what its refund
+// gives; a refund after out-of-order refunds of other takes bounds it by
+// the take's interval, which for a part is that part: never more than
+// exact.
+func (p *Shared) given(n, used int, dst []driver.Shape) []driver.Shape {
+	if used == 0 {
+		return p.scaled(n, dst)
+	}
+	for i, b := range p.shapes {
+		give := time.Duration(0)
+		if i == 0 {
+			give = time.Duration(n-used) * b.Interval()
+		}
+		dst[i] = driver.ShapeOf(give, b.Tolerance())
+	}
+	return dst
+}
+
+// overdraft writes to dst the shapes of a debit of extra units beyond a
+// reservation: extra intervals of the pace (at most driver.MaxTolerance),
+// nothing of the quotas, each with a tolerance so wide that the take
+// always fits (as Pace.Debit's).
+func (p *Shared) overdraft(extra int, dst []driver.Shape) []driver.Shape {
+	cost, iv := driver.MaxTolerance, p.shapes[0].Interval()
+	if time.Duration(extra) < driver.MaxTolerance/iv {
+		cost = time.Duration(extra) * iv
+	}
+	dst[0] = driver.ShapeOf(cost, driver.MaxTolerance)
+	for i := 1; i < len(p.shapes); i++ {
+		dst[i] = driver.ShapeOf(0, driver.MaxTolerance)
+	}
+	return dst
 }
 
 // heldShape is the bucket through which the local tier reads a row: a row's
@@ -281,11 +413,11 @@ func (p *Shared) decided(path Source, ok bool) {
 	}
 }
 
-// fallback decides key on the fallback Pace.
-func (p *Shared) fallback(key string) decision {
+// fallback decides a reservation of n units of key on the fallback Pace.
+func (p *Shared) fallback(key string, n int) decision {
 	fb := p.fb
-	r := fb.Reserve(key)
-	dec := decision{d: r.d, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	r := fb.ReserveN(key, n)
+	dec := decision{d: r.d, n: n, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
 	if r.d > 0 {
 		dec.left, dec.full = fb.b.Remaining(time.Duration(r.d), 0), time.Duration(r.d)
 	}
@@ -295,9 +427,9 @@ func (p *Shared) fallback(key string) decision {
 
 // viaStore decides key, hashed to h, at the store: in a round trip of its
 // own, or in the next one with the decisions that queued meanwhile.
-func (p *Shared) viaStore(ctx context.Context, key string, h uint64) (decision, error) {
+func (p *Shared) viaStore(ctx context.Context, key string, h uint64, n int) (decision, error) {
 	c := callPool.Get().(*call)
-	c.ctx, c.key, c.h = ctx, key, h
+	c.ctx, c.key, c.h, c.n = ctx, key, h, n
 	return p.rt.do(c)
 }
 
@@ -319,7 +451,7 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 			continue
 		}
 		if failing {
-			c.deliver(p.fallback(c.key), nil)
+			c.deliver(p.fallback(c.key, c.n), nil)
 			continue
 		}
 		b.calls[n] = c
@@ -330,34 +462,59 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 	if n == 0 {
 		return
 	}
-	b.keys = b.keys[:0]
-	for _, c := range b.calls {
-		b.keys = append(b.keys, c.key)
-	}
 	if cap(b.out) < n {
 		b.out = make([]driver.Grant, n)
 	}
 	b.out = b.out[:n]
-	err := p.take(ctx, b)
+	if !slices.IsSortedFunc(b.calls, bySize) {
+		slices.SortStableFunc(b.calls, bySize)
+	}
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && b.calls[j].n == b.calls[i].n {
+			j++
+		}
+		p.tripSize(ctx, b, b.calls[i:j], b.out[i:j], now)
+		i = j
+	}
+}
+
+// bySize orders calls by the units they reserve.
+func bySize(x, y *call) int { return cmp.Compare(x.n, y.n) }
+
+// tripSize decides calls, reservations of one size, in one store call with
+// ctx, and delivers every result to the calls still waiting: out holds
+// their grants. now is the clock reading of the round trip's start.
+func (p *Shared) tripSize(ctx context.Context, b *batch, calls []*call, out []driver.Grant, now int64) {
+	b.keys = b.keys[:0]
+	for _, c := range calls {
+		b.keys = append(b.keys, c.key)
+	}
+	defer clear(b.keys)
+	shapes := p.shapes
+	if size := calls[0].n; size != 1 {
+		shapes = p.scaled(size, b.shapes[:len(p.shapes)])
+	}
+	err := p.take(ctx, b.keys, shapes, out)
 	if p.obs != nil {
-		p.obs.RoundTrip(n)
+		p.obs.RoundTrip(len(calls))
 	}
 	switch {
 	case err == nil:
 		if p.brk != nil {
 			p.brk.reset()
 		}
-		for i, c := range b.calls {
-			c.deliver(p.record(c.h, &b.out[i], now), nil)
+		for i, c := range calls {
+			c.deliver(p.record(c.h, &out[i], now, c.n), nil)
 		}
 	case ctx.Err() != nil:
 		// The caller of a lone decision gave up (the error is its own), or
 		// every caller of a shared round trip did (no one is told).
-		for _, c := range b.calls {
+		for _, c := range calls {
 			c.deliver(decision{}, err)
 		}
 	case p.fb == nil || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed):
-		for _, c := range b.calls {
+		for _, c := range calls {
 			c.deliver(decision{}, err)
 		}
 	default:
@@ -365,56 +522,61 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 		// may have waited a whole timeout): the next probe is one timeout
 		// away.
 		p.brk.trip()
-		for _, c := range b.calls {
-			c.deliver(p.fallback(c.key), nil)
+		for _, c := range calls {
+			c.deliver(p.fallback(c.key, c.n), nil)
 		}
 	}
-	clear(b.keys)
 }
 
-// take makes the store call of b's keys, bounded by the fallback's timeout
-// when there is one.
-func (p *Shared) take(ctx context.Context, b *batch) error {
+// take makes the store call of keys with shapes, writing their grants to
+// out, bounded by the fallback's timeout when there is one.
+func (p *Shared) take(ctx context.Context, keys []string, shapes []driver.Shape, out []driver.Grant) error {
 	if p.fb != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.fbTimeout)
 		defer cancel()
 	}
-	if len(b.keys) == 1 {
+	if len(keys) == 1 {
 		var err error
-		b.out[0], err = p.s.Take(ctx, b.keys[0], p.shapes)
+		out[0], err = p.s.Take(ctx, keys[0], shapes)
 		return err
 	}
-	return p.s.TakeMany(ctx, b.keys, p.shapes, b.out)
+	return p.s.TakeMany(ctx, keys, shapes, out)
 }
 
-// record turns the store's grant for the key hashed to h, asked for at now,
-// into a decision, and remembers in the local tier when the key is refused:
-// after a refusal, and after an admission that left no event, until the
-// next one fits. The wait counts from now, before the round trip, so the
-// local tier never refuses longer than the store would.
-func (p *Shared) record(h uint64, g *driver.Grant, now int64) decision {
+// record turns the store's grant for a reservation of n units of the key
+// hashed to h, asked for at now, into a decision, and remembers in the
+// local tier when the key is refused: after a refusal, and after an
+// admission that left no event, until the next one fits. The wait counts
+// from now, before the round trip, so the local tier never refuses longer
+// than the store would; after a refusal of n units it holds the key for
+// the wait of one (the store's wait less the n − 1 intervals of the pace
+// that the n units added at most), so that no reservation is held that the
+// store would admit.
+func (p *Shared) record(h uint64, g *driver.Grant, now int64, n int) decision {
 	if !g.OK {
 		wait := int64(g.RetryAfter)
-		p.hold(h, now, wait)
+		p.hold(h, now, wait-int64(n-1)*int64(p.shapes[0].Interval()))
 		p.decided(SourceStore, false)
-		return decision{d: -wait, via: SourceStore}
+		return decision{d: -wait, n: n, via: SourceStore}
 	}
 	p.hold(h, now, p.nextFit(&g.Receipt))
 	p.decided(SourceStore, true)
-	return decision{d: 1, left: g.Remaining, full: p.tightestFull(&g.Receipt), via: SourceStore, r: g.Receipt}
+	left, full := p.tightest(&g.Receipt)
+	return decision{d: 1, n: n, left: left, full: full, via: SourceStore, r: g.Receipt}
 }
 
-// tightestFull returns, for an admitted take, the time until its tightest
-// limit (fewest whole events left; of those, the one furthest from full)
-// is full again: its arrival time less the decision's clock reading.
-func (p *Shared) tightestFull(r *driver.Receipt) time.Duration {
-	left, full := math.MaxInt, time.Duration(0)
+// tightest returns, for the arrival times of an admitted take, the whole
+// units left in its tightest limit (fewest whole left, each limit in its
+// own units; of those, the one furthest from full) and the time until that
+// limit is full again: its arrival time less the decision's clock reading.
+func (p *Shared) tightest(r *driver.Receipt) (left int, full time.Duration) {
+	left = math.MaxInt
 	for i, b := range p.shapes {
 		n, f := b.Remaining(r.Reserved[i], r.At), max(0, r.Reserved[i]-r.At)
 		if n < left || n == left && f > full {
 			left, full = n, f
 		}
 	}
-	return full
+	return left, full
 }
