@@ -216,12 +216,16 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 		switch op := r.IntN(10); {
 		case op < 4:
 			k := keys[r.IntN(len(keys))]
-			g, err := s.Take(ctx, k, shapesOf[k])
-			if err != nil {
-				t.Fatalf("seed %d step %d: Take(%s): %v", seed, step, k, err)
+			shapes, what := shapesOf[k], "Take("+k+")"
+			if r.IntN(4) == 0 {
+				shapes, what = settlement(r, shapes, seen), what+" of a settlement"
 			}
-			take(step, k, shapesOf[k], g, "Take("+k+")")
-			check(step, "Take("+k+")", k)
+			g, err := s.Take(ctx, k, shapes)
+			if err != nil {
+				t.Fatalf("seed %d step %d: %s: %v", seed, step, what, err)
+			}
+			take(step, k, shapes, g, what)
+			check(step, what, k)
 		case op < 6:
 			// TakeMany of 1 to 5 keys, repeats included, with the shapes
 			// of the first.
@@ -250,11 +254,16 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 			if r.IntN(4) != 0 { // now and then keep it, to refund it again
 				held = slices.Delete(held, i, i+1)
 			}
-			if err := s.Refund(ctx, h.key, h.shapes, h.r); err != nil {
+			shapes := h.shapes
+			if r.IntN(3) == 0 {
+				shapes = partial(r, shapes)
+				seen["settle: a part given back"]++
+			}
+			if err := s.Refund(ctx, h.key, shapes, h.r); err != nil {
 				t.Fatalf("seed %d step %d: Refund(%s): %v", seed, step, h.key, err)
 			}
 			intact := m.Get(h.key, now()) != nil && m.Get(h.key, now()).Gen == h.r.Gen
-			what := m.Refund(h.key, h.shapes, h.r, now())
+			what := m.Refund(h.key, shapes, h.r, now())
 			seen["refund: "+what]++
 			if !intact && what != "absent" && what != "older" && what != "copy" && what != "nothing" {
 				seen["refund not intact, gave"]++
@@ -263,6 +272,53 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 		}
 	}
 	return seen
+}
+
+// settlement returns the shapes of a take a reservation of several units
+// makes of shapes, as pace.Shared makes them: n intervals of a shape with
+// its own tolerance (n of them fit its bucket), or the debit of an
+// overdraft, k intervals (at most driver.MaxTolerance) with a tolerance of
+// driver.MaxTolerance, so that it always fits; a shape left alone now and
+// then (a quota counting reservations, not units).
+func settlement(r *rand.Rand, shapes []driver.Shape, seen map[string]int) []driver.Shape {
+	out := make([]driver.Shape, len(shapes))
+	over := r.IntN(2) == 0
+	for i, b := range shapes {
+		switch {
+		case r.IntN(4) == 0:
+			out[i] = b
+		case over:
+			k := time.Duration(1 + r.IntN(1000))
+			cost := driver.MaxTolerance
+			if b.Interval() == 0 || k < driver.MaxTolerance/b.Interval() {
+				cost = k * b.Interval()
+			}
+			out[i] = driver.ShapeOf(cost, driver.MaxTolerance)
+		default:
+			n := time.Duration(1)
+			if b.Interval() > 0 {
+				n += time.Duration(r.Int64N(int64(b.Tolerance() / b.Interval())))
+			}
+			out[i] = driver.ShapeOf(n*b.Interval(), b.Tolerance())
+		}
+	}
+	if over {
+		seen["settle: an overdraft"]++
+	} else {
+		seen["settle: several units"]++
+	}
+	return out
+}
+
+// partial returns the shapes of a refund that gives back only part of a
+// take of shapes, as a settlement below the reservation does: j quarters
+// of each interval (0 to 4), with the shape's tolerance.
+func partial(r *rand.Rand, shapes []driver.Shape) []driver.Shape {
+	out := make([]driver.Shape, len(shapes))
+	for i, b := range shapes {
+		out[i] = driver.ShapeOf(b.Interval()*time.Duration(r.IntN(5))/4, b.Tolerance())
+	}
+	return out
 }
 
 // RequireSeen fails the test unless the scenario reached every situation
@@ -280,7 +336,7 @@ func RequireSeen(t *testing.T, seen map[string]int, want ...string) {
 // Situations are what every Take scenario must reach.
 var Situations = []string{"on an edge", "taken", "refused", "refused by one shape while another fits", "TakeMany",
 	"refund: exact", "refund: reordered", "refund: copy", "refund: absent", "refund: older", "refund: deleted", "refund: nothing",
-	"refund not intact, gave"}
+	"refund not intact, gave", "settle: several units", "settle: an overdraft", "settle: a part given back"}
 
 // InvalidCalls makes a call of each kind with an argument out of range on
 // s (no shape, five shapes, the zero Bucket, an empty or too long key, a
