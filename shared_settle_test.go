@@ -237,3 +237,42 @@ func TestSharedSettleOnTheFallback(t *testing.T) {
 		t.Fatal("source lost")
 	}
 }
+
+// TestSharedUnderEstimatorCannotSustainMoreThanRate: a client that always
+// reserves half of what it uses, and asks again as soon as it may, keeps
+// at most rate × T + burst + its last overdraft over any run, counted from
+// its own settlements, on two replicas.
+func TestSharedUnderEstimatorCannotSustainMoreThanRate(t *testing.T) {
+	c := newClock()
+	s := newSpy(c.Now)
+	const rate, burst = 100.0, 200
+	var replicas [2]*pace.Shared
+	for i := range replicas {
+		p, err := pace.NewShared(s, rate, pace.WithBurst(burst), pace.WithClock(c.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = p
+	}
+	const reserve, use = 50, 100
+	kept, last := 0, 0
+	start := c.Now()
+	for i := range 2000 {
+		r := reserveN(t, replicas[i%2], "greedy", reserve)
+		if !r.OK() {
+			c.Advance(r.RetryAfter())
+			continue
+		}
+		if err := r.Settle(bg, use); err != nil {
+			t.Fatal(err)
+		}
+		kept, last = kept+use, use-reserve
+		elapsed := c.Now().Sub(start).Seconds()
+		if bound := rate*elapsed + burst + float64(last); float64(kept) > bound {
+			t.Fatalf("after %v: %d units kept; at most %.0f (rate × T + burst + the last overdraft)", c.Now().Sub(start), kept, bound)
+		}
+	}
+	if elapsed := c.Now().Sub(start).Seconds(); float64(kept)/elapsed > rate*1.05 {
+		t.Fatalf("sustained %.1f units a second over %.0f s; the rate is %v", float64(kept)/elapsed, elapsed, rate)
+	}
+}
