@@ -117,7 +117,8 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 // decision went alone, or one of those it carried); the others of that
 // round trip return an error.
 func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, error) {
-	return p.ReserveN(ctx, key, 1)
+	dec, err := p.reserve(ctx, key, 1)
+	return SharedReservation{p: p, key: key, dec: dec}, err
 }
 
 // ReserveN is Reserve for n units at once: it debits n units from the
@@ -136,34 +137,37 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 // the other. The fallback of WithFallback reserves n events of its Pace.
 // Errors are Reserve's.
 func (p *Shared) ReserveN(ctx context.Context, key string, n int) (SharedReservation, error) {
+	dec, err := p.reserve(ctx, key, n)
+	return SharedReservation{p: p, key: key, dec: dec}, err
+}
+
+// reserve decides a reservation of n units of key: Reserve, ReserveN and
+// Allow.
+func (p *Shared) reserve(ctx context.Context, key string, n int) (decision, error) {
 	if err := driver.ValidateKey(key); err != nil {
-		return SharedReservation{}, err
+		return decision{}, err
 	}
 	if uint(n-1) >= uint(p.maxN) {
 		p.decided(SourceHeld, false)
-		return SharedReservation{p: p, dec: decision{d: -math.MaxInt64, via: SourceHeld}}, nil
+		return decision{d: -math.MaxInt64, via: SourceHeld}, nil
 	}
 	h := p.local.Hash(key)
 	now := p.local.Now()
 	if wait, refused := p.held(h, now); refused {
 		p.decided(SourceHeld, false)
-		return SharedReservation{p: p, dec: decision{d: -wait, via: SourceHeld}}, nil
+		return decision{d: -wait, via: SourceHeld}, nil
 	}
 	if p.brk != nil && !p.brk.closed() {
-		return SharedReservation{p: p, key: key, dec: p.fallback(key, n)}, nil
+		return p.fallback(key, n), nil
 	}
-	dec, err := p.viaStore(ctx, key, h, n)
-	if err != nil {
-		return SharedReservation{}, err
-	}
-	return SharedReservation{p: p, key: key, dec: dec}, nil
+	return p.viaStore(ctx, key, h, n)
 }
 
 // Allow reports whether key may make one more event now, and debits it if
 // so: a Reserve that is never returned. Errors are Reserve's.
 func (p *Shared) Allow(ctx context.Context, key string) (bool, error) {
-	r, err := p.Reserve(ctx, key)
-	return r.dec.d > 0, err
+	dec, err := p.reserve(ctx, key, 1)
+	return dec.d > 0, err
 }
 
 // Shapes returns a copy of the limits every key has, the pace of NewShared
@@ -466,7 +470,7 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 		b.out = make([]driver.Grant, n)
 	}
 	b.out = b.out[:n]
-	if !slices.IsSortedFunc(b.calls, bySize) {
+	if n > 1 && !slices.IsSortedFunc(b.calls, bySize) {
 		slices.SortStableFunc(b.calls, bySize)
 	}
 	for i := 0; i < n; {
@@ -490,7 +494,6 @@ func (p *Shared) tripSize(ctx context.Context, b *batch, calls []*call, out []dr
 	for _, c := range calls {
 		b.keys = append(b.keys, c.key)
 	}
-	defer clear(b.keys)
 	shapes := p.shapes
 	if size := calls[0].n; size != 1 {
 		shapes = p.scaled(size, b.shapes[:len(p.shapes)])
@@ -526,6 +529,7 @@ func (p *Shared) tripSize(ctx context.Context, b *batch, calls []*call, out []dr
 			c.deliver(p.fallback(c.key, c.n), nil)
 		}
 	}
+	clear(b.keys)
 }
 
 // take makes the store call of keys with shapes, writing their grants to
