@@ -185,6 +185,7 @@ const (
 	holdPeeked                    // DecideAfterVerify: looked at, not taken
 	holdSlot                      // a slot, released by Finish
 	holdReturned                  // a reservation given back: reported as the next request sees it
+	holdSettled                   // a reservation of a Cost settled (Settle): reported as the next request sees it
 )
 
 type hold struct {
@@ -193,8 +194,9 @@ type hold struct {
 	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
 	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
 	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
-	left   int                     // holdReturned: the whole events left after the return
-	full   int64                   // holdReturned: the seconds, rounded up, until the bucket is full after it
+	left   int                     // holdReturned, holdSettled: the whole events left after the return
+	full   int64                   // holdReturned, holdSettled: the seconds, rounded up, until the bucket is full after it
+	n      int                     // the units reserved by a Cost; 0 for one
 }
 
 // bucketHold is what a Ticket keeps of a Bucket limit's take.
@@ -238,7 +240,7 @@ func (t *Ticket) fullIn(i int) int64 {
 // has left after the take and the seconds until it is full, as the next
 // request sees them (one event more after a give-back).
 func (t *Ticket) left(i int) (int, int64) {
-	if h := &t.holds[i]; h.state == holdReturned {
+	if h := &t.holds[i]; h.state == holdReturned || h.state == holdSettled {
 		return h.left, h.full
 	}
 	return t.remaining(i), t.fullIn(i)
@@ -279,7 +281,8 @@ type Ticket struct {
 	wait     time.Duration
 	err      error
 	pending  int        // limits looked at, not yet taken
-	returned bool       // something was given back since the decision
+	returned bool       // something was given back (or settled) since the decision
+	settled  bool       // Settle was called
 	ref      *refresher // keeps the slots alive until Finish
 }
 
@@ -299,6 +302,16 @@ type Ticket struct {
 // nothing is held and Finish does nothing. If key (or a Store) panics, what
 // the earlier limits took is given back before the panic goes on.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
+	return l.DecideN(ctx, t, key, nil)
+}
+
+// DecideN is Decide for limits with a Cost: it reserves, of each of them,
+// the units cost returns (i is the limit's index), asked after its key. An
+// error of cost, or a count below 1 or above the limit's bucket, is a key
+// error (KeyFailed; see Cost), and nothing is taken of any limit. A nil
+// cost counts one unit for every limit; the limits without a Cost are
+// never asked. Settle settles what they reserved.
+func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (string, error), cost func(i int) (int, error)) Outcome {
 	if t.l != nil {
 		t.reset() // reused: a fresh Ticket is zero already
 	}
@@ -332,12 +345,28 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				t.pending++
 				continue
 			}
-			if h.res = lim.pace.Reserve(k); !h.res.OK() {
+			if lim.costed {
+				n, err := l.costOf(i, cost)
+				if err != nil {
+					return t.fail(ctx, i, KeyFailed, err)
+				}
+				h.res, h.n = lim.pace.ReserveN(k, n), n
+			} else {
+				h.res = lim.pace.Reserve(k)
+			}
+			if !h.res.OK() {
 				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key)
 			}
 			h.state = holdTaken
 		case kindShared:
-			r, err := lim.shared.Reserve(ctx, lim.storeKey(k))
+			n := 1
+			if lim.costed {
+				if n, err = l.costOf(i, cost); err != nil {
+					return t.fail(ctx, i, KeyFailed, err)
+				}
+				h.n = n
+			}
+			r, err := lim.shared.ReserveN(ctx, lim.storeKey(k), n)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
@@ -528,17 +557,19 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 // store error leaves either spent: stricter, never over the limit.
 func (t *Ticket) giveBack(i int) {
 	h, lim := &t.holds[i], &t.l.limits[i]
-	// What the next request sees: one event more than the take left, up to
-	// the whole quota, and a bucket one interval nearer full.
-	left := min(t.remaining(i)+1, int(lim.q))
+	// What the next request sees: the events of the take more than it
+	// left (one, or a Cost's), up to the whole quota, and a bucket as many
+	// intervals nearer full.
+	n := units(h)
+	left := min(t.remaining(i)+n, int(lim.q))
 	full := lim.fullIn(left)
 	switch {
 	case h.bucket != nil:
 		full = ceilSeconds(max(0, h.bucket.reset-lim.interval))
 	case h.shared != nil:
-		// One interval of the pace nearer full: at most that of the
+		// As many intervals of the pace nearer full: at most that of the
 		// tightest limit, whose interval is the pace's or longer.
-		full = ceilSeconds(max(0, h.shared.FullIn()-lim.interval))
+		full = ceilSeconds(max(0, h.shared.FullIn()-time.Duration(n)*lim.interval))
 	}
 	switch lim.kind {
 	case kindShared:
@@ -871,7 +902,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 // admission: a quota taken, or given back since (with what it left then).
 func (t *Ticket) reports(i int) bool {
 	s := t.holds[i].state
-	return (s == holdTaken || s == holdReturned) && t.l.limits[i].reportsRemaining()
+	return (s == holdTaken || s == holdReturned || s == holdSettled) && t.l.limits[i].reportsRemaining()
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least one, so
@@ -885,6 +916,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 // field, so that only the holds in use are cleared.
 func (t *Ticket) reset() {
 	clear(t.holds)
-	t.outcome, t.finished, t.failed, t.pending, t.returned = 0, false, 0, 0, false
+	t.outcome, t.finished, t.failed, t.pending, t.returned, t.settled = 0, false, 0, 0, false, false
 	t.l, t.ctx, t.holds, t.wait, t.err, t.ref = nil, nil, nil, 0, nil, nil
 }

@@ -33,6 +33,7 @@ type Middleware struct {
 	l          *Limiter
 	needCtx    bool // Return or Verified can do something
 	needStatus bool // Finish needs the handler's status
+	costs      bool // some limit has a Cost
 }
 
 // New returns a Middleware applying limits. The error wraps
@@ -54,6 +55,7 @@ func New(limits []Limit, opts ...Option) (*Middleware, error) {
 		// The recording writer also rewrites the RateLimit field when
 		// something was given back before the header went out.
 		m.needStatus = m.needStatus || c.refundable() || c.afterVerify
+		m.costs = m.costs || c.costed
 		c.problem = problemBody(quotaExceeded(c.name))
 	}
 	return m, nil
@@ -76,7 +78,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	s := states.Get().(*state)
 	outer := from(r.Context()) // a Middleware this request went through before this one
-	out := m.l.Decide(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
+	var cost func(i int) (int, error)
+	if m.costs {
+		cost = func(i int) (int, error) { return m.l.limits[i].estimate(r) }
+	}
+	out := m.l.DecideN(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) }, cost)
 	var c *call
 	if m.needCtx && (out == Admitted || m.l.cfg.dryRun || outer != nil) {
 		// Only a request the handler serves has something to give back,
@@ -148,6 +154,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.end(c)
 	h.next.ServeHTTP(c, r)
 	s.completed = true
+	if c.status == 0 {
+		// The handler wrote nothing: net/http writes the header as it is
+		// now, so it must report what Return or Settle left.
+		s.t.mu.Lock()
+		changed := s.t.returned
+		s.t.mu.Unlock()
+		if changed {
+			c.commit(http.StatusOK)
+		}
+	}
 }
 
 // setRateLimit sets the RateLimit field lines of h, or removes the field
