@@ -29,7 +29,8 @@ import (
 // it holds its slots for its whole life. docs/grpclimit.md has the details.
 //
 // Install both interceptors with ServerOptions, or Unary and Stream
-// separately. The handler may call Return and Verified with its context.
+// separately. The handler may call Return, Settle and Verified with its
+// context.
 // An Interceptor must be created with New; it is safe for concurrent use by
 // multiple goroutines.
 type Interceptor struct {
@@ -59,7 +60,8 @@ type Interceptor struct {
 // limit is the zero Limit, has a nil KeyFunc, pace or store, an invalid
 // shape or name, two limits have the same name, or an option does not fit
 // its limit (a code that is not canonical, ReturnOn on Slots,
-// DecideAfterVerify on anything but a Pace); or it is the error of the
+// DecideAfterVerify on anything but a Pace, Cost on Bucket or Slots or with
+// DecideAfterVerify, a nil CostFunc); or it is the error of the
 // WithObserver function.
 func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
 	hl := make([]httplimit.Limit, len(limits))

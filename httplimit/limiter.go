@@ -686,8 +686,8 @@ func (t *Ticket) Verify() bool {
 // Return gives back everything the ticket holds that can be given back, at
 // once: the reservations of Pace, Shared and Bucket limits, with or without
 // ReturnOn, and the events DecideAfterVerify limits have not taken yet
-// (they will not be). Slots stay held until Finish. Calling it
-// again, or after Finish, does nothing.
+// (they will not be). Slots stay held until Finish, and a limit settled by
+// Settle stays settled. Calling it again, or after Finish, does nothing.
 func (t *Ticket) Return() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -22,7 +22,8 @@ import (
 // (OnStoreError). When the handler returns, each limit whose ReturnOn
 // statuses include its status is given back, and slots are released. Every
 // response carries the RateLimit-Policy and RateLimit fields. Streaming and
-// WebSockets work through it, and the handler may call Return and Verified.
+// WebSockets work through it, and the handler may call Return, Settle and
+// Verified.
 //
 // The header field lines the middleware sets are shared between responses:
 // change them with http.Header's methods, which copy, never by writing into
@@ -40,7 +41,8 @@ type Middleware struct {
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on Slots, DecideAfterVerify on anything but a Pace), or two
+// on Slots, DecideAfterVerify on anything but a Pace, Cost on Bucket or
+// Slots or with DecideAfterVerify, a nil CostFunc), or two
 // Pace limits have the same *pace.Pace (their keys would share one table);
 // or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
