@@ -421,3 +421,31 @@ func TestSettleNested(t *testing.T) {
 		t.Fatalf("RateLimit %q; want outer r=95, inner r=995", got)
 	}
 }
+
+// TestCostRetryAfterCoversEstimate: when an earlier limit refuses, the
+// Retry-After also covers a later limit's estimate, not one event of it:
+// waiting it admits the request of that estimate.
+func TestCostRetryAfterCoversEstimate(t *testing.T) {
+	clk := newClock()
+	tokens, err := pace.New(5, pace.WithBurst(10), pace.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustNew(t, []httplimit.Limit{
+		httplimit.Pace(newPace(t, 1, clk), httplimit.ClientIP(), httplimit.Name("per-ip")),
+		httplimit.Pace(tokens, httplimit.ClientIP(), httplimit.Name("tokens"), httplimit.Cost(headerCost)),
+	})
+	h := m.Wrap(ok)
+	if w := serve(h, costly("192.0.2.1", 10)); w.Code != 200 {
+		t.Fatalf("first: %d", w.Code)
+	}
+	// per-ip refuses for 1 s; tokens needs 10 at 5/s: 2 s.
+	w := serve(h, costly("192.0.2.1", 10))
+	if w.Code != 429 || w.Header().Get("Retry-After") != "2" {
+		t.Fatalf("second: %d, Retry-After %q; want 429, 2", w.Code, w.Header().Get("Retry-After"))
+	}
+	clk.Advance(2 * time.Second)
+	if w := serve(h, costly("192.0.2.1", 10)); w.Code != 200 {
+		t.Fatalf("after Retry-After: %d; want 200", w.Code)
+	}
+}

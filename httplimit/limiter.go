@@ -339,7 +339,7 @@ func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (strin
 		case kindPace:
 			if lim.afterVerify {
 				if ok, wait := lim.pace.Peek(k); !ok {
-					return t.refuseAt(ctx, pos, wait, key)
+					return t.refuseAt(ctx, pos, wait, key, cost)
 				}
 				h.state, h.key = holdPeeked, k
 				t.pending++
@@ -355,7 +355,7 @@ func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (strin
 				h.res = lim.pace.Reserve(k)
 			}
 			if !h.res.OK() {
-				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key)
+				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key, cost)
 			}
 			h.state = holdTaken
 		case kindShared:
@@ -371,7 +371,7 @@ func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (strin
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !r.OK() {
-				return t.refuseAt(ctx, pos, r.RetryAfter(), key)
+				return t.refuseAt(ctx, pos, r.RetryAfter(), key, cost)
 			}
 			h.shared = &r
 			h.state = holdTaken
@@ -382,7 +382,7 @@ func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (strin
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !g.OK {
-				return t.refuseAt(ctx, pos, g.RetryAfter, key)
+				return t.refuseAt(ctx, pos, g.RetryAfter, key, cost)
 			}
 			if g.Receipt == (driver.Receipt{}) {
 				// Admitted by a failure policy (pace.WithFailurePolicy):
@@ -398,7 +398,7 @@ func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (strin
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuseAt(ctx, pos, slotRetryAfter, key)
+				return t.refuseAt(ctx, pos, slotRetryAfter, key, cost)
 			}
 			if current == 0 {
 				// Admitted by a failure policy: no slot was acquired, so
@@ -434,9 +434,10 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 // answer's Retry-After admits every limit, it asks each limit the decision
 // did not reach how long it would refuse, and reports the one that would
 // refuse for longest, with its wait, when that is longer. Their keys are
-// read for this; one that cannot be read, or whose store fails, is skipped.
-// The limits before pos fitted, and what they took is given back.
-func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
+// read for this, and the estimates of those with a Cost; one that cannot be
+// read, or whose store fails, is skipped. The limits before pos fitted,
+// and what they took is given back.
+func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error), cost func(int) (int, error)) Outcome {
 	l := t.l
 	i := l.order[pos]
 	t.refuse(ctx, i, wait, true)
@@ -448,27 +449,39 @@ func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key 
 		if err != nil {
 			continue
 		}
-		if w := l.limits[j].waitFor(ctx, k, t.wait); w > t.wait {
+		n := 1
+		if l.limits[j].costed {
+			if n, err = l.costOf(j, cost); err != nil {
+				continue
+			}
+		}
+		if w := l.limits[j].waitFor(ctx, k, n, t.wait); w > t.wait {
 			t.failed, t.wait = int32(j), w
 		}
 	}
 	return Refused
 }
 
-// waitFor reports how long the limit would refuse one more event for key,
-// taking nothing: 0 when it would admit, or when it cannot tell (a store
-// error). A Pace looks (Peek); a Shared, a Bucket or a Slots limit, which
-// the store cannot look at without taking, takes and gives back at once
-// when it admits (an exact refund). A Bucket refuses one token for at most
+// waitFor reports how long the limit would refuse n more events (one, or
+// a Cost's estimate) for key, taking nothing: 0 when it would admit, or
+// when it cannot tell (a store error). A Pace looks (Peek) at one event,
+// and reserves n and gives them back at once (an exact refund); a Shared,
+// a Bucket or a Slots limit, which the store cannot look at without
+// taking, takes and gives back at once when it admits. A Bucket refuses one token for at most
 // its interval, and a Slots limit for slotRetryAfter: they are asked only
 // when that is longer than longest, the longest wait known.
-func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration) time.Duration {
+func (lim *limit) waitFor(ctx context.Context, key string, n int, longest time.Duration) time.Duration {
 	switch lim.kind {
 	case kindPace:
+		if n > 1 {
+			r := lim.pace.ReserveN(key, n)
+			r.Return()
+			return r.RetryAfter()
+		}
 		_, w := lim.pace.Peek(key)
 		return w
 	case kindShared:
-		r, err := lim.shared.Reserve(ctx, lim.storeKey(key))
+		r, err := lim.shared.ReserveN(ctx, lim.storeKey(key), n)
 		if err != nil {
 			return 0
 		}
