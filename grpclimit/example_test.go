@@ -78,3 +78,47 @@ func Example() {
 	// OK
 	// ResourceExhausted grpclimit: limit "per-client": rate limit exceeded - retry after 500ms
 }
+
+// A unary method limited in tokens per client: each call reserves the
+// estimate of its request message, and the handler settles at the tokens
+// the call used. The interceptor is called in process here; install it with
+// ServerOptions.
+func ExampleCost() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tokens, _ := pace.New(1000.0/60, pace.WithBurst(1000), pace.WithClock(func() time.Time { return now }))
+	type completeRequest struct{ MaxTokens int }
+	ic, err := grpclimit.New([]grpclimit.Limit{
+		grpclimit.Pace(tokens, grpclimit.Metadata("client-id"), grpclimit.Name("tokens"),
+			grpclimit.Cost(func(_ context.Context, _ string, req any) (int, error) {
+				if r, ok := req.(*completeRequest); ok {
+					return r.MaxTokens, nil
+				}
+				return 100, nil // a stream
+			})),
+	})
+	if err != nil {
+		panic(err)
+	}
+	complete := func(ctx context.Context, req any) (any, error) {
+		if err := grpclimit.Settle(ctx, 40); err != nil { // the tokens the model used
+			return nil, err
+		}
+		return "an answer", nil
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("client-id", "app-1"))
+	info := &grpc.UnaryServerInfo{FullMethod: "/llm.Model/Complete"}
+	// 600 reserved, 40 kept; 900, 40 kept; 920 left: 950 fit once 30 more
+	// have refilled at 1000 a minute.
+	for _, maxTokens := range []int{600, 900, 950} {
+		_, err := ic.Unary(ctx, &completeRequest{maxTokens}, info, complete)
+		if delay, ok := grpclimit.RetryDelay(err); ok {
+			fmt.Println(maxTokens, status.Code(err), "- retry after", delay)
+			continue
+		}
+		fmt.Println(maxTokens, status.Code(err))
+	}
+	// Output:
+	// 600 OK
+	// 900 OK
+	// 950 ResourceExhausted - retry after 1.8s
+}

@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,13 +29,16 @@ import (
 // it holds its slots for its whole life. docs/grpclimit.md has the details.
 //
 // Install both interceptors with ServerOptions, or Unary and Stream
-// separately. The handler may call Return and Verified with its context.
+// separately. The handler may call Return, Settle and Verified with its
+// context.
 // An Interceptor must be created with New; it is safe for concurrent use by
 // multiple goroutines.
 type Interceptor struct {
 	l       *httplimit.Limiter
 	keys    []KeyFunc
-	needCtx bool // Return or Verified can do something
+	costs   []CostFunc // by limit: Cost's, or nil
+	costed  bool       // some limit has a Cost
+	needCtx bool       // Return, Verified or Settle can do something
 
 	// Per limit, built by New: the status messages of a refusal, a key
 	// error (followed by the reason) and a store error, and the
@@ -56,16 +60,18 @@ type Interceptor struct {
 // limit is the zero Limit, has a nil KeyFunc, pace or store, an invalid
 // shape or name, two limits have the same name, or an option does not fit
 // its limit (a code that is not canonical, ReturnOn on Slots,
-// DecideAfterVerify on anything but a Pace); or it is the error of the
+// DecideAfterVerify on anything but a Pace, Cost on Bucket or Slots or with
+// DecideAfterVerify, a nil CostFunc); or it is the error of the
 // WithObserver function.
 func New(limits []Limit, opts ...httplimit.Option) (*Interceptor, error) {
 	hl := make([]httplimit.Limit, len(limits))
-	ic := &Interceptor{keys: make([]KeyFunc, len(limits))}
+	ic := &Interceptor{keys: make([]KeyFunc, len(limits)), costs: make([]CostFunc, len(limits))}
 	for i, lim := range limits {
 		if lim.bad != "" {
 			return nil, invalidf("limit %d: %s", i, lim.bad)
 		}
-		hl[i], ic.keys[i] = lim.h, lim.key
+		hl[i], ic.keys[i], ic.costs[i] = lim.h, lim.key, lim.cost
+		ic.costed = ic.costed || lim.cost != nil
 		ic.needCtx = ic.needCtx || lim.kind != kindSlots // Return, Verified
 	}
 	l, err := httplimit.NewLimiter(hl, opts...)
@@ -111,7 +117,7 @@ func (ic *Interceptor) ServerOptions() []grpc.ServerOption {
 // before its handler runs, and finishes the decision (ReturnOn, slots) when
 // the handler returns.
 func (ic *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	c, err := ic.decide(ctx, info.FullMethod)
+	c, err := ic.decide(ctx, info.FullMethod, req)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +136,7 @@ func (ic *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 // returns, which ends the stream: the stream's slots are held, and
 // refreshed, until then.
 func (ic *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	c, err := ic.decide(ss.Context(), info.FullMethod)
+	c, err := ic.decide(ss.Context(), info.FullMethod, nil)
 	if err != nil {
 		return err
 	}
@@ -180,11 +186,15 @@ func from(ctx context.Context) *call {
 	return c
 }
 
-// decide decides a call to method, and returns its state, or the error
-// that fails the call.
-func (ic *Interceptor) decide(ctx context.Context, method string) (*call, error) {
+// decide decides a call to method with the request req (nil for a
+// stream), and returns its state, or the error that fails the call.
+func (ic *Interceptor) decide(ctx context.Context, method string, req any) (*call, error) {
 	c := &call{Context: ctx, ic: ic}
-	out := ic.l.Decide(ctx, &c.t, func(i int) (string, error) { return ic.keys[i](ctx, method) })
+	var cost func(i int) (int, error)
+	if ic.costed {
+		cost = func(i int) (int, error) { return ic.costs[i](ctx, method, req) }
+	}
+	out := ic.l.DecideN(ctx, &c.t, func(i int) (string, error) { return ic.keys[i](ctx, method) }, cost)
 	if out == httplimit.Admitted || ic.l.DryRun() {
 		return c, nil
 	}
@@ -239,6 +249,28 @@ func Return(ctx context.Context) {
 	for c := from(ctx); c != nil; c = from(c.Context) {
 		c.t.Return()
 	}
+}
+
+// Settle settles, from inside the handler, the reservation of every limit
+// of the call that has a Cost, at used, the units the call actually spent:
+// fewer than the estimate gives the rest back, more debits the difference
+// into debt (see httplimit.Settle). Call it with the handler's context (a
+// stream's Context()). It settles the limits of every Interceptor the call
+// went through; the others are untouched. Settling is final: a ReturnOn
+// code, Return or another Settle gives nothing back of a settled limit. It
+// does nothing and returns nil without an Interceptor, for a limit already
+// given back, on a second call, or once the handler has returned; Return,
+// before it, is Settle at 0. A Shared limit's store error is returned
+// (joined with any other): that limit stays at the estimate, the others are
+// settled. gRPC sends no rate-limit metadata, so nothing else changes.
+func Settle(ctx context.Context, used int) error {
+	var errs []error
+	for c := from(ctx); c != nil; c = from(c.Context) {
+		if err := c.t.Settle(used); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Verified takes, once the handler has verified the call's credentials,

@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 type Limit struct {
 	h    httplimit.Limit
 	key  KeyFunc
+	cost CostFunc // Cost's, or nil
 	kind kind
 	bad  string // what is wrong with an option, reported by New
 }
@@ -40,8 +42,8 @@ type Limit struct {
 // time until one event fits. It can be given back (ReturnOn, Return), and
 // returns exactly (see pace.Reservation.Return).
 func Pace(p *pace.Pace, key KeyFunc, opts ...Option) Limit {
-	o, bad := compile(opts)
-	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, bad: bad}
+	o, cost, bad := compile(opts)
+	return Limit{h: httplimit.Pace(p, nil, o...), key: key, kind: kindPace, cost: cost, bad: bad}
 }
 
 // Shared returns a Limit that reserves one event of p for each call, keyed
@@ -56,8 +58,8 @@ func Pace(p *pace.Pace, key KeyFunc, opts ...Option) Limit {
 // limit of an HTTP middleware with the same name and p shares the buckets,
 // so that a client counts once across both transports.
 func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
-	o, bad := compile(opts)
-	return Limit{h: httplimit.Shared(p, nil, o...), key: key, kind: kindShared, bad: bad}
+	o, cost, bad := compile(opts)
+	return Limit{h: httplimit.Shared(p, nil, o...), key: key, kind: kindShared, cost: cost, bad: bad}
 }
 
 // Bucket returns a Limit that takes one token for each call from the token
@@ -73,8 +75,8 @@ func Shared(p *pace.Shared, key KeyFunc, opts ...Option) Limit {
 // apart. It can be given back (ReturnOn, Return) through Store.Refund,
 // exactly its own token, once (see httplimit.Bucket).
 func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ...Option) Limit {
-	o, bad := compile(opts)
-	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, bad: bad}
+	o, cost, bad := compile(opts)
+	return Limit{h: httplimit.Bucket(s, capacity, refillPerSec, nil, o...), key: key, kind: kindBucket, cost: cost, bad: bad}
 }
 
 // Slots returns a Limit that holds one of limit concurrent slots at the
@@ -87,8 +89,8 @@ func Bucket(s driver.Taker, capacity, refillPerSec float64, key KeyFunc, opts ..
 // slot will free. Its key in the store is prefixed as for Bucket. It cannot
 // take ReturnOn: its slot is always given back when the handler returns.
 func Slots(s driver.Slots, limit int64, ttl time.Duration, key KeyFunc, opts ...Option) Limit {
-	o, bad := compile(opts)
-	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, bad: bad}
+	o, cost, bad := compile(opts)
+	return Limit{h: httplimit.Slots(s, limit, ttl, nil, o...), key: key, kind: kindSlots, cost: cost, bad: bad}
 }
 
 // Option configures one Limit (Pace, Shared, Bucket, Slots): the only
@@ -100,6 +102,8 @@ type limitConfig struct {
 	named       bool
 	returnOn    []codes.Code
 	afterVerify bool
+	cost        CostFunc
+	costed      bool
 }
 
 // Name names the limit: in refusals (the status message and the
@@ -141,7 +145,7 @@ func DecideAfterVerify() Option {
 
 // compile returns the options of package httplimit that opts stand for,
 // or what is wrong with one that is invalid.
-func compile(opts []Option) (h []httplimit.Option, bad string) {
+func compile(opts []Option) (h []httplimit.Option, cost CostFunc, bad string) {
 	var cfg limitConfig
 	for _, o := range opts {
 		if o != nil {
@@ -155,7 +159,7 @@ func compile(opts []Option) (h []httplimit.Option, bad string) {
 		statuses := make([]int, len(cfg.returnOn))
 		for j, c := range cfg.returnOn {
 			if c > codes.Unauthenticated {
-				return nil, fmt.Sprintf("ReturnOn code %d is not a canonical gRPC code", uint32(c))
+				return nil, nil, fmt.Sprintf("ReturnOn code %d is not a canonical gRPC code", uint32(c))
 			}
 			statuses[j] = finishStatus(c)
 		}
@@ -164,7 +168,35 @@ func compile(opts []Option) (h []httplimit.Option, bad string) {
 	if cfg.afterVerify {
 		h = append(h, httplimit.DecideAfterVerify())
 	}
-	return h, ""
+	if cfg.costed {
+		if cfg.cost == nil {
+			return nil, nil, "nil CostFunc"
+		}
+		// The Limiter asks the interceptor for the cost (DecideN).
+		h = append(h, httplimit.Cost(nil))
+	}
+	return h, cfg.cost, ""
+}
+
+// CostFunc returns the estimated cost of a call, in the units of the
+// limit it is given to (see Cost): from its context, its full method name
+// ("/package.Service/Method") and, for a unary call, its request message
+// (nil for a stream, which is one call, estimated when it opens). It is
+// called once per limit and call, before the handler runs, and must be
+// safe for concurrent use.
+type CostFunc func(ctx context.Context, fullMethod string, req any) (int, error)
+
+// Cost makes a Pace or Shared limit reserve the estimate f makes of each
+// call instead of one event; the handler settles the reservation at the
+// actual once it knows it (Settle). A call whose estimate does not fit is
+// refused, with the retry delay at which it does. An error of f, an
+// estimate below 1, or one above the limit's bucket fails the call with
+// codes.InvalidArgument (the code of a *KeyError of f's, if it returns
+// one), taking nothing of any limit. Only a Pace or a Shared limit takes
+// it, and not with DecideAfterVerify; New rejects it elsewhere, and a nil
+// f, with an error wrapping pace.ErrInvalidArgument (see httplimit.Cost).
+func Cost(f CostFunc) Option {
+	return func(c *limitConfig) { c.cost, c.costed = f, true }
 }
 
 // finishStatus maps a gRPC code to the status that httplimit.Ticket.Finish

@@ -22,6 +22,8 @@
 //	http.Handle("/token", m.Wrap(tokenHandler))
 //
 // Where verifying the presentation is slow (a password hash), use
-// DecideAfterVerify and Verified instead of ReturnOn alone. Limiter is the
-// same machinery without HTTP, for other transports.
+// DecideAfterVerify and Verified instead of ReturnOn alone. A request that
+// costs more than one event (the tokens of an LLM call) reserves an
+// estimate with Cost, and the handler settles the actual with Settle.
+// Limiter is the same machinery without HTTP, for other transports.
 package httplimit

@@ -1,7 +1,9 @@
 package httplimit_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,4 +58,51 @@ func ExampleNew() {
 	// 200 ["per-ip";r=47;t=1 "per-client";r=1;t=1] []
 	// 200 ["per-ip";r=46;t=1 "per-client";r=0;t=1] []
 	// 429 ["per-client";r=0;t=1] [1]
+}
+
+// An LLM endpoint limited in tokens per API key: each request reserves its
+// max_tokens, read from the body, and the handler settles at the tokens
+// the call actually used, so the response's RateLimit field and the next
+// request see what is really left.
+func ExampleCost() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tokens, _ := pace.New(1000.0/60, pace.WithBurst(1000), pace.WithClock(func() time.Time { return now }))
+	m, err := httplimit.New([]httplimit.Limit{
+		httplimit.Pace(tokens, httplimit.Header("X-Api-Key"), httplimit.Name("tokens"),
+			httplimit.Cost(func(r *http.Request) (int, error) {
+				var req struct {
+					MaxTokens int `json:"max_tokens"`
+				}
+				err := json.NewDecoder(r.Body).Decode(&req)
+				return req.MaxTokens, err
+			})),
+	})
+	if err != nil {
+		panic(err)
+	}
+	complete := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // the whole body, as the client sent it
+		used := len(body)             // a stand-in for the tokens the model used
+		if err := httplimit.Settle(r, used); err != nil {
+			fmt.Println("settle:", err)
+		}
+		fmt.Fprint(w, "an answer")
+	}))
+	try := func(maxTokens int, prompt string) {
+		body := fmt.Sprintf(`{"max_tokens": %d, "prompt": %q}`, maxTokens, prompt)
+		r := httptest.NewRequest(http.MethodPost, "/v1/complete", strings.NewReader(body))
+		r.Header.Set("X-Api-Key", "key-1")
+		w := httptest.NewRecorder()
+		complete.ServeHTTP(w, r)
+		fmt.Println(w.Code, len(body), w.Header().Values("RateLimit"), w.Header().Values("Retry-After"))
+	}
+	try(600, "hello") // reserves 600, settles at the 38 used
+	try(900, "hello") // fits only because 562 came back
+	try(950, "hello") // 924 left: refused until 950 fit, in 1.56 s
+	try(0, "hello")   // an estimate below 1: 400
+	// Output:
+	// 200 38 ["tokens";r=962;t=3] []
+	// 200 38 ["tokens";r=924;t=5] []
+	// 429 38 ["tokens";r=0;t=2] [2]
+	// 400 36 [] []
 }

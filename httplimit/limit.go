@@ -122,6 +122,10 @@ type limitConfig struct {
 	named       bool
 	returnOn    []int
 	afterVerify bool
+	cost        CostFunc
+	costed      bool
+	costMax     int64
+	costMaxSet  bool
 }
 
 // Name names the limit: in the RateLimit-Policy and RateLimit fields, in
@@ -185,6 +189,9 @@ type limit struct {
 	prefix      string // of a Store key: storePrefix(name)
 	returnOn    statusSet
 	afterVerify bool
+	cost        CostFunc // with costed: of a Middleware's limit (nil for a Limiter's)
+	costed      bool     // the limit reserves a cost (Cost)
+	costMax     int64    // the body bound of cost (MaxCostBody)
 
 	// Headers: policy is the RateLimit-Policy item ("" for none); items[r]
 	// caches the RateLimit field of this limit alone with r remaining, for
@@ -257,6 +264,9 @@ func compile(l Limit, i int, needKey bool) (limit, error) {
 		return c, invalidf("limit %q: DecideAfterVerify needs a Pace limit", c.name)
 	}
 	c.afterVerify = cfg.afterVerify
+	if err := c.compileCost(cfg, needKey); err != nil {
+		return c, err
+	}
 	c.prefix = storePrefix(c.name)
 	switch l.kind {
 	case kindPace:

@@ -185,6 +185,7 @@ const (
 	holdPeeked                    // DecideAfterVerify: looked at, not taken
 	holdSlot                      // a slot, released by Finish
 	holdReturned                  // a reservation given back: reported as the next request sees it
+	holdSettled                   // a reservation of a Cost settled (Settle): reported as the next request sees it
 )
 
 type hold struct {
@@ -193,8 +194,9 @@ type hold struct {
 	shared *pace.SharedReservation // holdTaken, of a Shared: kept apart, so that a Ticket of Pace limits stays small
 	key    string                  // holdPeeked: the key; holdSlot, and holdTaken of a Bucket: the store key
 	bucket *bucketHold             // holdTaken, of a Bucket: kept apart too
-	left   int                     // holdReturned: the whole events left after the return
-	full   int64                   // holdReturned: the seconds, rounded up, until the bucket is full after it
+	left   int                     // holdReturned, holdSettled: the whole events left after the return
+	full   int64                   // holdReturned, holdSettled: the seconds, rounded up, until the bucket is full after it
+	n      int                     // the units reserved by a Cost; 0 for one
 }
 
 // bucketHold is what a Ticket keeps of a Bucket limit's take.
@@ -238,7 +240,7 @@ func (t *Ticket) fullIn(i int) int64 {
 // has left after the take and the seconds until it is full, as the next
 // request sees them (one event more after a give-back).
 func (t *Ticket) left(i int) (int, int64) {
-	if h := &t.holds[i]; h.state == holdReturned {
+	if h := &t.holds[i]; h.state == holdReturned || h.state == holdSettled {
 		return h.left, h.full
 	}
 	return t.remaining(i), t.fullIn(i)
@@ -279,7 +281,8 @@ type Ticket struct {
 	wait     time.Duration
 	err      error
 	pending  int        // limits looked at, not yet taken
-	returned bool       // something was given back since the decision
+	returned bool       // something was given back (or settled) since the decision
+	settled  bool       // Settle was called
 	ref      *refresher // keeps the slots alive until Finish
 }
 
@@ -299,6 +302,16 @@ type Ticket struct {
 // nothing is held and Finish does nothing. If key (or a Store) panics, what
 // the earlier limits took is given back before the panic goes on.
 func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string, error)) Outcome {
+	return l.DecideN(ctx, t, key, nil)
+}
+
+// DecideN is Decide for limits with a Cost: it reserves, of each of them,
+// the units cost returns (i is the limit's index), asked after its key. An
+// error of cost, or a count below 1 or above the limit's bucket, is a key
+// error (KeyFailed; see Cost), and nothing is taken of any limit. A nil
+// cost counts one unit for every limit; the limits without a Cost are
+// never asked. Settle settles what they reserved.
+func (l *Limiter) DecideN(ctx context.Context, t *Ticket, key func(i int) (string, error), cost func(i int) (int, error)) Outcome {
 	if t.l != nil {
 		t.reset() // reused: a fresh Ticket is zero already
 	}
@@ -326,23 +339,39 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 		case kindPace:
 			if lim.afterVerify {
 				if ok, wait := lim.pace.Peek(k); !ok {
-					return t.refuseAt(ctx, pos, wait, key)
+					return t.refuseAt(ctx, pos, wait, key, cost)
 				}
 				h.state, h.key = holdPeeked, k
 				t.pending++
 				continue
 			}
-			if h.res = lim.pace.Reserve(k); !h.res.OK() {
-				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key)
+			if lim.costed {
+				n, err := l.costOf(i, cost)
+				if err != nil {
+					return t.fail(ctx, i, KeyFailed, err)
+				}
+				h.res, h.n = lim.pace.ReserveN(k, n), n
+			} else {
+				h.res = lim.pace.Reserve(k)
+			}
+			if !h.res.OK() {
+				return t.refuseAt(ctx, pos, h.res.RetryAfter(), key, cost)
 			}
 			h.state = holdTaken
 		case kindShared:
-			r, err := lim.shared.Reserve(ctx, lim.storeKey(k))
+			n := 1
+			if lim.costed {
+				if n, err = l.costOf(i, cost); err != nil {
+					return t.fail(ctx, i, KeyFailed, err)
+				}
+				h.n = n
+			}
+			r, err := lim.shared.ReserveN(ctx, lim.storeKey(k), n)
 			if err != nil {
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !r.OK() {
-				return t.refuseAt(ctx, pos, r.RetryAfter(), key)
+				return t.refuseAt(ctx, pos, r.RetryAfter(), key, cost)
 			}
 			h.shared = &r
 			h.state = holdTaken
@@ -353,7 +382,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !g.OK {
-				return t.refuseAt(ctx, pos, g.RetryAfter, key)
+				return t.refuseAt(ctx, pos, g.RetryAfter, key, cost)
 			}
 			if g.Receipt == (driver.Receipt{}) {
 				// Admitted by a failure policy (pace.WithFailurePolicy):
@@ -369,7 +398,7 @@ func (l *Limiter) Decide(ctx context.Context, t *Ticket, key func(i int) (string
 				return t.fail(ctx, i, StoreFailed, err)
 			}
 			if !ok {
-				return t.refuseAt(ctx, pos, slotRetryAfter, key)
+				return t.refuseAt(ctx, pos, slotRetryAfter, key, cost)
 			}
 			if current == 0 {
 				// Admitted by a failure policy: no slot was acquired, so
@@ -405,9 +434,10 @@ func (t *Ticket) refuse(ctx context.Context, i int, wait time.Duration, release 
 // answer's Retry-After admits every limit, it asks each limit the decision
 // did not reach how long it would refuse, and reports the one that would
 // refuse for longest, with its wait, when that is longer. Their keys are
-// read for this; one that cannot be read, or whose store fails, is skipped.
-// The limits before pos fitted, and what they took is given back.
-func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error)) Outcome {
+// read for this, and the estimates of those with a Cost; one that cannot be
+// read, or whose store fails, is skipped. The limits before pos fitted,
+// and what they took is given back.
+func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key func(int) (string, error), cost func(int) (int, error)) Outcome {
 	l := t.l
 	i := l.order[pos]
 	t.refuse(ctx, i, wait, true)
@@ -419,27 +449,39 @@ func (t *Ticket) refuseAt(ctx context.Context, pos int, wait time.Duration, key 
 		if err != nil {
 			continue
 		}
-		if w := l.limits[j].waitFor(ctx, k, t.wait); w > t.wait {
+		n := 1
+		if l.limits[j].costed {
+			if n, err = l.costOf(j, cost); err != nil {
+				continue
+			}
+		}
+		if w := l.limits[j].waitFor(ctx, k, n, t.wait); w > t.wait {
 			t.failed, t.wait = int32(j), w
 		}
 	}
 	return Refused
 }
 
-// waitFor reports how long the limit would refuse one more event for key,
-// taking nothing: 0 when it would admit, or when it cannot tell (a store
-// error). A Pace looks (Peek); a Shared, a Bucket or a Slots limit, which
-// the store cannot look at without taking, takes and gives back at once
-// when it admits (an exact refund). A Bucket refuses one token for at most
+// waitFor reports how long the limit would refuse n more events (one, or
+// a Cost's estimate) for key, taking nothing: 0 when it would admit, or
+// when it cannot tell (a store error). A Pace looks (Peek) at one event,
+// and reserves n and gives them back at once (an exact refund); a Shared,
+// a Bucket or a Slots limit, which the store cannot look at without
+// taking, takes and gives back at once when it admits. A Bucket refuses one token for at most
 // its interval, and a Slots limit for slotRetryAfter: they are asked only
 // when that is longer than longest, the longest wait known.
-func (lim *limit) waitFor(ctx context.Context, key string, longest time.Duration) time.Duration {
+func (lim *limit) waitFor(ctx context.Context, key string, n int, longest time.Duration) time.Duration {
 	switch lim.kind {
 	case kindPace:
+		if n > 1 {
+			r := lim.pace.ReserveN(key, n)
+			r.Return()
+			return r.RetryAfter()
+		}
 		_, w := lim.pace.Peek(key)
 		return w
 	case kindShared:
-		r, err := lim.shared.Reserve(ctx, lim.storeKey(key))
+		r, err := lim.shared.ReserveN(ctx, lim.storeKey(key), n)
 		if err != nil {
 			return 0
 		}
@@ -528,17 +570,19 @@ func (t *Ticket) undo(ctx context.Context, release bool) {
 // store error leaves either spent: stricter, never over the limit.
 func (t *Ticket) giveBack(i int) {
 	h, lim := &t.holds[i], &t.l.limits[i]
-	// What the next request sees: one event more than the take left, up to
-	// the whole quota, and a bucket one interval nearer full.
-	left := min(t.remaining(i)+1, int(lim.q))
+	// What the next request sees: the events of the take more than it
+	// left (one, or a Cost's), up to the whole quota, and a bucket as many
+	// intervals nearer full.
+	n := units(h)
+	left := min(t.remaining(i)+n, int(lim.q))
 	full := lim.fullIn(left)
 	switch {
 	case h.bucket != nil:
 		full = ceilSeconds(max(0, h.bucket.reset-lim.interval))
 	case h.shared != nil:
-		// One interval of the pace nearer full: at most that of the
+		// As many intervals of the pace nearer full: at most that of the
 		// tightest limit, whose interval is the pace's or longer.
-		full = ceilSeconds(max(0, h.shared.FullIn()-lim.interval))
+		full = ceilSeconds(max(0, h.shared.FullIn()-time.Duration(n)*lim.interval))
 	}
 	switch lim.kind {
 	case kindShared:
@@ -655,8 +699,8 @@ func (t *Ticket) Verify() bool {
 // Return gives back everything the ticket holds that can be given back, at
 // once: the reservations of Pace, Shared and Bucket limits, with or without
 // ReturnOn, and the events DecideAfterVerify limits have not taken yet
-// (they will not be). Slots stay held until Finish. Calling it
-// again, or after Finish, does nothing.
+// (they will not be). Slots stay held until Finish, and a limit settled by
+// Settle stays settled. Calling it again, or after Finish, does nothing.
 func (t *Ticket) Return() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -871,7 +915,7 @@ func (t *Ticket) rateLimit(one *[1]string) []string {
 // admission: a quota taken, or given back since (with what it left then).
 func (t *Ticket) reports(i int) bool {
 	s := t.holds[i].state
-	return (s == holdTaken || s == holdReturned) && t.l.limits[i].reportsRemaining()
+	return (s == holdTaken || s == holdReturned || s == holdSettled) && t.l.limits[i].reportsRemaining()
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least one, so
@@ -885,6 +929,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 // field, so that only the holds in use are cleared.
 func (t *Ticket) reset() {
 	clear(t.holds)
-	t.outcome, t.finished, t.failed, t.pending, t.returned = 0, false, 0, 0, false
+	t.outcome, t.finished, t.failed, t.pending, t.returned, t.settled = 0, false, 0, 0, false, false
 	t.l, t.ctx, t.holds, t.wait, t.err, t.ref = nil, nil, nil, 0, nil, nil
 }

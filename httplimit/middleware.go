@@ -22,7 +22,8 @@ import (
 // (OnStoreError). When the handler returns, each limit whose ReturnOn
 // statuses include its status is given back, and slots are released. Every
 // response carries the RateLimit-Policy and RateLimit fields. Streaming and
-// WebSockets work through it, and the handler may call Return and Verified.
+// WebSockets work through it, and the handler may call Return, Settle and
+// Verified.
 //
 // The header field lines the middleware sets are shared between responses:
 // change them with http.Header's methods, which copy, never by writing into
@@ -33,13 +34,15 @@ type Middleware struct {
 	l          *Limiter
 	needCtx    bool // Return or Verified can do something
 	needStatus bool // Finish needs the handler's status
+	costs      bool // some limit has a Cost
 }
 
 // New returns a Middleware applying limits. The error wraps
 // pace.ErrInvalidArgument when limits is empty, when a limit is the zero
 // Limit, has a nil KeyFunc, pace or store, an invalid shape or name, two
 // limits have the same name, or an option does not fit its limit (ReturnOn
-// on Slots, DecideAfterVerify on anything but a Pace), or two
+// on Slots, DecideAfterVerify on anything but a Pace, Cost on Bucket or
+// Slots or with DecideAfterVerify, a nil CostFunc), or two
 // Pace limits have the same *pace.Pace (their keys would share one table);
 // or it is the error of the WithObserver function.
 func New(limits []Limit, opts ...Option) (*Middleware, error) {
@@ -54,6 +57,7 @@ func New(limits []Limit, opts ...Option) (*Middleware, error) {
 		// The recording writer also rewrites the RateLimit field when
 		// something was given back before the header went out.
 		m.needStatus = m.needStatus || c.refundable() || c.afterVerify
+		m.costs = m.costs || c.costed
 		c.problem = problemBody(quotaExceeded(c.name))
 	}
 	return m, nil
@@ -76,7 +80,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	s := states.Get().(*state)
 	outer := from(r.Context()) // a Middleware this request went through before this one
-	out := m.l.Decide(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) })
+	var cost func(i int) (int, error)
+	if m.costs {
+		cost = func(i int) (int, error) { return m.l.limits[i].estimate(r) }
+	}
+	out := m.l.DecideN(r.Context(), &s.t, func(i int) (string, error) { return m.l.limits[i].key(r) }, cost)
 	var c *call
 	if m.needCtx && (out == Admitted || m.l.cfg.dryRun || outer != nil) {
 		// Only a request the handler serves has something to give back,
@@ -148,6 +156,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.end(c)
 	h.next.ServeHTTP(c, r)
 	s.completed = true
+	if c.status == 0 {
+		// The handler wrote nothing: net/http writes the header as it is
+		// now, so it must report what Return or Settle left.
+		s.t.mu.Lock()
+		changed := s.t.returned
+		s.t.mu.Unlock()
+		if changed {
+			c.commit(http.StatusOK)
+		}
+	}
 }
 
 // setRateLimit sets the RateLimit field lines of h, or removes the field
