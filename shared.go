@@ -295,8 +295,13 @@ func (r *SharedReservation) Settle(ctx context.Context, used int) error {
 	}
 	if r.dec.via == SourceFallback {
 		fb := p.fb
-		fr := Reservation{p: fb, key: fb.t.Hash(r.key), at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen, more: n - 1}
+		h := fb.t.Hash(r.key)
+		fr := Reservation{p: fb, key: h, at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen, more: n - 1}
 		fr.Settle(used)
+		now := fb.t.Now()
+		tat, _, _ := fb.t.PeekAt(h, readShape, now) // max(the key's arrival time, now)
+		debt := time.Duration(tat - now)
+		r.dec.left, r.dec.full, r.dec.settled = fb.b.Remaining(debt, 0), debt, true
 		return nil
 	}
 	var buf [driver.MaxShapes]driver.Shape
@@ -374,6 +379,11 @@ func (p *Shared) overdraft(extra int, dst []driver.Shape) []driver.Shape {
 	}
 	return dst
 }
+
+// readShape is the bucket through which a row's arrival time is read: a
+// take of nothing that always fits, whose next arrival time is the row's
+// (or now, when it is before).
+var readShape = driver.ShapeOf(0, driver.MaxTolerance)
 
 // heldShape is the bucket through which the local tier reads a row: a row's
 // value is the local clock reading until which its key is refused, and this

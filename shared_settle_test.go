@@ -222,6 +222,9 @@ func TestSharedSettleOnTheFallback(t *testing.T) {
 	if err := r.Settle(bg, 100); err != nil {
 		t.Fatal(err)
 	}
+	if r.Remaining() != 400 || r.FullIn() != 2*time.Second {
+		t.Fatalf("after settling 400 at 100 on the fallback: remaining %d, full in %v; want 400, 2s", r.Remaining(), r.FullIn())
+	}
 	if q := fb.ReserveN("k", 300); !q.OK() { // 400 left: 100 more than before the settlement
 		t.Fatal("the fallback did not get 300 back")
 	}
