@@ -53,7 +53,7 @@ func parseFamilies(h http.Header, now time.Time) []Signal {
 	}
 	for _, f := range familyNames {
 		if l, ok := parseAnthropic(h, f.name, now); ok {
-			l.Name, l.Unit = f.name, f.unit
+			l.Name, l.Unit, l.bucket = f.name, f.unit, true
 			found = append(found, l)
 		}
 	}

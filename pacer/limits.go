@@ -275,10 +275,18 @@ func (p *Pacer) observeLimitsLocked(now time.Time, first Signal, more []Signal, 
 	}
 	n := 1 + len(more)
 	at := func(i int) Signal {
-		if i == 0 {
-			return first
+		l := first
+		if i > 0 {
+			l = more[i-1].clean()
 		}
-		return more[i-1].clean()
+		if l.Name != "" && l.Window <= 0 {
+			// A family's limit is per minute and writes no window, and
+			// its reset is the time until it is full again, not a
+			// window's end: the window is the configured one.
+			l.Reset, l.HasReset = 0, false
+			l.Window = p.cfg.window
+		}
+		return l
 	}
 	// The response's refusal and wait, whichever limit carried them.
 	var resp Signal
@@ -286,6 +294,13 @@ func (p *Pacer) observeLimitsLocked(now time.Time, first Signal, more []Signal, 
 		l := at(i)
 		resp.Throttled = resp.Throttled || l.Throttled
 		resp.RetryAfter = max(resp.RetryAfter, l.RetryAfter)
+	}
+	known := func(q *Pacer, l Signal) {
+		if l.bucket && !q.lw.bucket {
+			// Documented as a token bucket: its counts are the tokens
+			// missing, drained at the limit per window.
+			q.lw.bucket = true
+		}
 	}
 	target := func(l Signal) *Pacer {
 		if l.Name == p.lim.name {
@@ -338,10 +353,12 @@ func (p *Pacer) observeLimitsLocked(now time.Time, first Signal, more []Signal, 
 		}
 		seen = append(seen, q)
 		if q == p {
+			known(p, l)
 			own, ownW, ownSeen = charge(resp, l, weight(p), estimate(p), blamed, spent)
 			continue
 		}
 		q.mu.Lock()
+		known(q, l)
 		l, w, _ := charge(resp, l, weight(q), estimate(q), blamed, spent)
 		q.observeLocked(q.advanceLocked(now), l, w)
 		q.mu.Unlock()

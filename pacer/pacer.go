@@ -963,7 +963,10 @@ func (p *Pacer) slotLocked(now time.Time, w int64) time.Time {
 func (p *Pacer) pacedSlot(now time.Time, w int64) time.Time {
 	g := p.gap(now)
 	if p.weighted {
-		g = time.Duration(min(float64(g)*float64(p.lastW), float64(maxDuration)))
+		// As the rate's own gap, a window at most: a client that calls
+		// less than once a window sees no count, and its loop, which
+		// acts on counts less than a window old, would never grow it.
+		g = time.Duration(min(float64(g)*float64(p.lastW), float64(p.window)))
 	}
 	slot := p.lastSlot().Add(g)
 	few := p.fixedSure() && p.limit > 0 && p.rate*p.window.Seconds() < sparseCalls

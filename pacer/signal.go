@@ -75,6 +75,10 @@ type Signal struct {
 	// nothing but its Retry-After (keep one Pacer per resource with
 	// Group).
 	Resource string
+
+	// bucket reports that the limit is documented as a token bucket that
+	// refills continuously (Anthropic's), set by the header parser.
+	bucket bool
 }
 
 // Unit is what a limit counts.
