@@ -62,46 +62,35 @@ func parseFamilies(h http.Header, now time.Time) []Signal {
 
 // parseOpenAI reads x-ratelimit-{limit,remaining,reset}-name.
 func parseOpenAI(h http.Header, name string) (Signal, bool) {
-	var l Signal
-	seen := false
-	if v, ok := firstValue(h, "X-Ratelimit-Limit-"+name); ok {
-		seen = true
-		if n, ok := parseCount(v); ok {
-			l.Limit = n
-		}
-	}
-	if v, ok := firstValue(h, "X-Ratelimit-Remaining-"+name); ok {
-		seen = true
-		if n, ok := parseCount(v); ok {
-			l.Remaining, l.HasRemaining = n, true
-		}
-	}
-	if v, ok := firstValue(h, "X-Ratelimit-Reset-"+name); ok {
-		seen = true
-		l.Reset, l.HasReset = parseGoDuration(v), true
-	}
-	return l, seen
+	return parseNamed(h, "X-Ratelimit-Limit-"+name, "X-Ratelimit-Remaining-"+name, "X-Ratelimit-Reset-"+name, parseGoDuration)
 }
 
 // parseAnthropic reads anthropic-ratelimit-name-{limit,remaining,reset}.
 func parseAnthropic(h http.Header, name string, now time.Time) (Signal, bool) {
+	p := "Anthropic-Ratelimit-" + name
+	return parseNamed(h, p+"-Limit", p+"-Remaining", p+"-Reset", func(v string) time.Duration { return parseInstant(v, now) })
+}
+
+// parseNamed reads one named limit from its three fields, the reset by
+// reset; it reports whether any of them is present.
+func parseNamed(h http.Header, limit, remaining, resetName string, reset func(string) time.Duration) (Signal, bool) {
 	var l Signal
 	seen := false
-	if v, ok := firstValue(h, "Anthropic-Ratelimit-"+name+"-Limit"); ok {
+	if v, ok := firstValue(h, limit); ok {
 		seen = true
 		if n, ok := parseCount(v); ok {
 			l.Limit = n
 		}
 	}
-	if v, ok := firstValue(h, "Anthropic-Ratelimit-"+name+"-Remaining"); ok {
+	if v, ok := firstValue(h, remaining); ok {
 		seen = true
 		if n, ok := parseCount(v); ok {
 			l.Remaining, l.HasRemaining = n, true
 		}
 	}
-	if v, ok := firstValue(h, "Anthropic-Ratelimit-"+name+"-Reset"); ok {
+	if v, ok := firstValue(h, resetName); ok {
 		seen = true
-		l.Reset, l.HasReset = parseInstant(v, now), true
+		l.Reset, l.HasReset = reset(v), true
 	}
 	return l, seen
 }

@@ -20,7 +20,6 @@ import (
 // panics. The result's Throttled is false: the status code is not in the
 // header (see FromResponse). docs/pacer.md lists the formats read.
 //
-//
 // It also reads the families of named limits: OpenAI's
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens} (resets as Go
 // durations such as 6m0s) and Anthropic's

@@ -52,6 +52,9 @@ const (
 	// smoothing is the time constant, in windows, of the estimate of the
 	// other clients' rate.
 	smoothing = 1.0 / 12
+	// weightedAhead: on a limit of tokens, the others' calls are counted
+	// on from the latest report for W/weightedAhead at most.
+	weightedAhead = 4
 	// tokenWait is the longest the barrier waits, in windows, on a server
 	// whose resets are all short (see shortResets): two time constants of
 	// the estimate of the others (smoothing), by when the counts since
@@ -144,19 +147,19 @@ type Pacer struct {
 	ctlAt       time.Time // start of the current control period
 	waitedUntil time.Time // the latest slot outside the queue for which a caller had to wait
 
-	last    time.Time        // the latest slot handed out outside the queue
-	hold    time.Time        // no slot before this (Retry-After, plus jitter)
-	ahead   deque[time.Time] // slots handed out outside the queue, still to come
-	aheadW  deque[int64]     // the weight of each slot of ahead
+	last   time.Time        // the latest slot handed out outside the queue
+	hold   time.Time        // no slot before this (Retry-After, plus jitter)
+	ahead  deque[time.Time] // slots handed out outside the queue, still to come
+	aheadW deque[int64]     // the weight of each slot of ahead
 	// weighted reports whether a call of a weight other than one was
 	// ever booked (a limit of tokens): until then every weight is one,
 	// and counts of calls are their weights.
 	weighted bool
-	lastW    int64 // the weight of the call booked at last; one until weighted
-	queue   queue            // the callers blocked in Wait and their slots
-	own     own              // this client's calls counted within the window, and in flight
-	lw      learner          // what the responses said about the window
-	strikes int              // consecutive refusals without Retry-After
+	lastW    int64   // the weight of the call booked at last; one until weighted
+	queue    queue   // the callers blocked in Wait and their slots
+	own      own     // this client's calls counted within the window, and in flight
+	lw       learner // what the responses said about the window
+	strikes  int     // consecutive refusals without Retry-After
 	// refShare is the share of the responses refused, a moving average
 	// over about the latest refusedSpan of them (see control).
 	refShare float64
@@ -628,7 +631,11 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		// a count below this client's own calls is tokens refilled, not
 		// the others gone: skip it too.
 		contradicted := p.lw.tokensFull() && p.own.counted() > used
-		if dt := now.Sub(since).Seconds(); dt > 0 && fresh >= -skipBelow*p.others*dt && !contradicted {
+		// Calls of many tokens leave the window in lumps, as they came:
+		// a sample far below zero is one leaving, as often as one far
+		// above is one arriving, and skipping the first alone biased the
+		// estimate up.
+		if dt := now.Sub(since).Seconds(); dt > 0 && (fresh >= -skipBelow*p.others*dt || p.weighted) && !contradicted {
 			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
@@ -1111,7 +1118,15 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 		return math.Max(0, u), true
 	}
 	if age > 0 {
-		u += p.othersRate() * age.Seconds()
+		ahead := age
+		if p.weighted {
+			// The others' calls are a few a window, each held by the
+			// same full count as this client's: past a control period
+			// or two, counting them on at their rate holds every
+			// client at once until the report is a window old.
+			ahead = min(age, p.window/weightedAhead)
+		}
+		u += p.othersRate() * ahead.Seconds()
 		if p.lw.fixed {
 			// A fixed window sheds nothing until it turns over.
 			return math.Max(0, u), true
