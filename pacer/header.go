@@ -19,31 +19,114 @@ import (
 // or clamped, and a past epoch or date gives no reset. ParseHeader never
 // panics. The result's Throttled is false: the status code is not in the
 // header (see FromResponse). docs/pacer.md lists the formats read.
+//
+// It also reads the families of named limits: OpenAI's
+// x-ratelimit-{limit,remaining,reset}-{requests,tokens} (resets as Go
+// durations such as 6m0s) and Anthropic's
+// anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}
+// (resets as RFC 3339 instants). Where one is present, its first limit
+// (requests, when present) is the result, in place of the fields above;
+// ParseLimits returns them all. retry-after-ms (milliseconds, fractions
+// allowed), when valid, is read instead of Retry-After: it is the same
+// wait, to the millisecond. GitHub's x-ratelimit-resource goes to
+// Resource.
 func ParseHeader(h http.Header, now time.Time) Signal {
+	return parseAll(h, now)[0]
+}
+
+// ParseLimits is ParseHeader for a response that reports several limits
+// at once: one Signal per limit, each with its Name and Unit, the first
+// being ParseHeader's, every one with the response's Retry-After. A header
+// with no family of named limits gives the one Signal ParseHeader returns.
+// The result is never empty.
+func ParseLimits(h http.Header, now time.Time) []Signal {
+	return parseAll(h, now)
+}
+
+// parseAll reads every limit of h, the first being ParseHeader's.
+func parseAll(h http.Header, now time.Time) []Signal {
 	var s Signal
 	parseLegacy(h, now, &s)
 	parseIETF(h, &s)
+	ls := parseFamilies(h, now)
+	if len(ls) > 0 {
+		s = ls[0]
+	} else {
+		ls = []Signal{s}
+	}
 	if v, ok := headerValue(h, "Retry-After"); ok {
 		s.RetryAfter = parseRetryAfter(v, now)
 	}
-	return s.clean()
+	if v, ok := firstValue(h, "Retry-After-Ms"); ok {
+		if d, ok := parseRetryAfterMs(v); ok {
+			s.RetryAfter = d
+		}
+	}
+	if v, ok := firstValue(h, "X-Ratelimit-Resource"); ok {
+		s.Resource = resourceName(v)
+	}
+	for i := range ls {
+		if i == 0 {
+			ls[0] = s.clean()
+			continue
+		}
+		ls[i].RetryAfter, ls[i].Resource = s.RetryAfter, s.Resource
+		ls[i] = ls[i].clean()
+	}
+	return ls
+}
+
+// resourceName keeps a resource name short and printable: it names a
+// Pacer's pool of quota, and came from a server.
+func resourceName(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return ""
+		}
+	}
+	return v
 }
 
 // FromResponse is ParseHeader on resp.Header at now, with Throttled set
-// for a 429 and for a 503 that carries Retry-After. A nil response gives
-// the zero Signal.
+// for a 429, for a 503 that carries Retry-After, and for a 403 that
+// carries Retry-After or says no quota is left (x-ratelimit-remaining: 0):
+// GitHub refuses for its secondary limits with either, and for its
+// primary limit with the second, whose wait is then until the reset
+// (RetryAfter is set to Reset, so that no call goes before it). A nil
+// response gives the zero Signal.
 func FromResponse(resp *http.Response, now time.Time) Signal {
+	return LimitsFromResponse(resp, now)[0]
+}
+
+// LimitsFromResponse is ParseLimits on resp.Header at now, with Throttled
+// set on every limit as FromResponse sets it. A nil response gives one
+// zero Signal. The result is never empty.
+func LimitsFromResponse(resp *http.Response, now time.Time) []Signal {
 	if resp == nil {
-		return Signal{}
+		return []Signal{{}}
 	}
-	s := ParseHeader(resp.Header, now)
+	ls := ParseLimits(resp.Header, now)
+	s := ls[0]
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
 		s.Throttled = true
 	case http.StatusServiceUnavailable:
 		s.Throttled = s.RetryAfter > 0
+	case http.StatusForbidden:
+		spent := s.HasRemaining && s.Remaining == 0
+		s.Throttled = s.RetryAfter > 0 || spent
+		if s.RetryAfter <= 0 && spent {
+			s.RetryAfter = s.Reset
+		}
 	}
-	return s
+	for i := range ls {
+		ls[i].Throttled, ls[i].RetryAfter = s.Throttled, s.RetryAfter
+	}
+	return ls
 }
 
 // headerValue returns the first value of the field named name, matched in

@@ -840,10 +840,10 @@ func (p *Pacer) turnedOver(t time.Time) (float64, bool) {
 	if !l.fixed || l.instant.IsZero() || t.Before(l.instant) || !p.obsAt.Before(l.instant) {
 		return 0, false
 	}
-	u := p.queue.countUntil(t) - p.queue.countUntil(l.instant)
-	u += until(&p.ahead, t) - until(&p.ahead, l.instant)
+	u := float64(p.queue.countUntil(t) - p.queue.countUntil(l.instant))
+	u += p.aheadUntil(t) - p.aheadUntil(l.instant)
 	others := p.othersRate() * t.Sub(l.instant).Seconds()
-	return float64(u) + float64(p.own.flyingFrom(l.instant)) + others, true
+	return u + float64(p.own.flyingFrom(l.instant)) + others, true
 }
 
 // untilTurnover returns how long until a fixed window turns over, when the

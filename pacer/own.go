@@ -26,6 +26,11 @@ const (
 //   - the calls sent and not yet observed, by their slot, for at most
 //     W/4, after which they are taken for lost.
 //
+// Every call has a weight, its cost in the limit's units: one for a limit
+// of requests, the tokens the caller said for a limit of tokens. Counts
+// are sums of weights; a bucket's weight is taken as spread evenly between
+// its first and its last call.
+//
 // The zero value is empty; sync lays it out for a window. It is owned by
 // one Pacer and used under its lock.
 type own struct {
@@ -37,15 +42,17 @@ type own struct {
 	since  time.Time     // counted calls answered before it no longer count (a fixed window turned over)
 	newest int64         // the bucket holding now
 	lost   int64         // buckets before this one hold no call in flight
-	total  int64         // counted calls recorded since the layout
-	flying int64         // calls in flight
+	total  int64         // counted calls recorded since the layout (their weight)
+	flying int64         // calls in flight (their weight)
+	flyN   int64         // calls in flight (how many)
 }
 
 type bucket struct {
 	before int64         // counted calls recorded in the buckets before this one
 	n      int64         // counted calls in this bucket
 	lo, hi time.Duration // the first and the last of them, from origin
-	flying int64         // calls in flight whose slot is in this bucket
+	flying int64         // calls in flight whose slot is in this bucket (their weight)
+	flyN   int64         // how many they are
 }
 
 // sync brings the ring to now, a time no earlier than the previous sync,
@@ -67,7 +74,7 @@ func (o *own) sync(now time.Time, window time.Duration) {
 		for i := range o.ring {
 			o.ring[i].before = o.total
 		}
-		o.flying = 0
+		o.flying, o.flyN = 0, 0
 	} else {
 		// The buckets reused are older than the window, and than
 		// lostAfter: dropLost has emptied them of calls in flight.
@@ -84,7 +91,8 @@ func (o *own) dropLost() {
 	for j := max(o.lost, o.oldest()); j < cut && j <= o.newest; j++ {
 		b := o.at(j)
 		o.flying -= b.flying
-		b.flying = 0
+		o.flyN -= b.flyN
+		b.flying, b.flyN = 0, 0
 	}
 	o.lost = max(o.lost, cut)
 }
@@ -120,9 +128,12 @@ func (o *own) layout(now time.Time, window time.Duration) {
 		put(lo, min(b.n, 1))
 		put(lo.Add(hi.Sub(lo)/2), max(b.n-2, 0))
 		put(hi, min(b.n-1, 1))
-		if k := o.index(old.origin.Add(time.Duration(j) * old.width)); b.flying > 0 && k >= o.lost {
-			o.at(o.clamp(k)).flying += b.flying
+		if k := o.index(old.origin.Add(time.Duration(j) * old.width)); b.flyN > 0 && k >= o.lost {
+			nb := o.at(o.clamp(k))
+			nb.flying += b.flying
+			nb.flyN += b.flyN
 			o.flying += b.flying
+			o.flyN += b.flyN
 		}
 	}
 	for j := o.oldest(); j <= o.newest; j++ {
@@ -132,16 +143,20 @@ func (o *own) layout(now time.Time, window time.Duration) {
 	}
 }
 
-// count records a call the server counted, answered at the latest sync.
-func (o *own) count() {
+// count records a call of weight w (at least zero) that the server
+// counted, answered at the latest sync.
+func (o *own) count(w int64) {
+	if w <= 0 {
+		return
+	}
 	b := o.at(o.newest)
 	off := o.now.Sub(o.origin)
 	if b.n == 0 {
 		b.lo = off
 	}
 	b.hi = off
-	b.n++
-	o.total++
+	b.n += w
+	o.total += w
 }
 
 // counted returns how many counted calls are within the window at the
@@ -198,7 +213,7 @@ func (o *own) answeredNth(n int64) (time.Time, bool) {
 // flyingFrom returns how many calls in flight were sent at or after t,
 // to the resolution of a bucket.
 func (o *own) flyingFrom(t time.Time) int64 {
-	if o.flying == 0 {
+	if o.flyN == 0 {
 		return 0
 	}
 	n := int64(0)
@@ -229,32 +244,39 @@ func (o *own) upTo(t time.Time) float64 {
 	}
 }
 
-// fly records a call sent at slot, at or before the latest sync, and not
-// yet observed.
-func (o *own) fly(slot time.Time) {
+// fly records a call of weight w sent at slot, at or before the latest
+// sync, and not yet observed.
+func (o *own) fly(slot time.Time, w int64) {
 	k := o.index(slot)
 	if k < o.lost || k < o.oldest() {
 		return
 	}
-	o.at(min(k, o.newest)).flying++
-	o.flying++
+	b := o.at(min(k, o.newest))
+	b.flying += w
+	b.flyN++
+	o.flying += w
+	o.flyN++
 }
 
 // land forgets the call in flight sent first, and returns the start of
-// the bucket its slot was in (no later than it was sent), and false when
+// the bucket its slot was in (no later than it was sent) and its weight
+// (the bucket's weight shared evenly among its calls), and false when
 // there was none.
-func (o *own) land() (time.Time, bool) {
-	if o.flying == 0 {
-		return time.Time{}, false
+func (o *own) land() (time.Time, int64, bool) {
+	if o.flyN == 0 {
+		return time.Time{}, 0, false
 	}
 	for j := max(o.lost, o.oldest()); j <= o.newest; j++ {
-		if b := o.at(j); b.flying > 0 {
-			b.flying--
-			o.flying--
-			return o.origin.Add(time.Duration(j) * o.width), true
+		if b := o.at(j); b.flyN > 0 {
+			w := b.flying / b.flyN
+			b.flying -= w
+			b.flyN--
+			o.flying -= w
+			o.flyN--
+			return o.origin.Add(time.Duration(j) * o.width), w, true
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, 0, false
 }
 
 // index returns the bucket holding t (0 before the first sync).

@@ -63,7 +63,7 @@ func TestOwnExactAtTwoCallsPerBucket(t *testing.T) {
 			now = now.Add(max(gap, 1))
 			o.sync(now, window)
 			e.sync(now, window)
-			o.count()
+			o.count(1)
 			e = append(e, now)
 			if i%7 == 0 {
 				checkOwn(t, &o, e, now, window, 0, rng)
@@ -87,7 +87,7 @@ func TestOwnDenseCallsWithinOneBucket(t *testing.T) {
 		now = now.Add(time.Duration(rng.ExpFloat64() * float64(mean)))
 		o.sync(now, window)
 		e.sync(now, window)
-		o.count()
+		o.count(1)
 		e = append(e, now)
 		if i%97 == 0 {
 			checkOwn(t, &o, e, now, window, perBucket/2, rng)
@@ -108,7 +108,7 @@ func TestOwnWindowChangeKeepsCalls(t *testing.T) {
 			now = now.Add(time.Duration(rng.Int64N(int64(window / 1000))))
 			o.sync(now, window)
 			e.sync(now, window)
-			o.count()
+			o.count(1)
 			e = append(e, now)
 		}
 		old := max(window/ownBuckets, 1)
@@ -130,11 +130,11 @@ func TestOwnCallsInFlight(t *testing.T) {
 	now := ownT0
 	o.sync(now, window)
 	for i := 0; i < 10; i++ {
-		o.fly(now)
+		o.fly(now, 1)
 		now = now.Add(time.Second)
 		o.sync(now, window)
 	}
-	if _, ok := o.land(); !ok || o.flying != 9 {
+	if _, _, ok := o.land(); !ok || o.flying != 9 {
 		t.Fatalf("after 10 calls sent and one observed: %d in flight; want 9", o.flying)
 	}
 	// The oldest left is the one sent at +1s: lost once now passes
@@ -148,10 +148,10 @@ func TestOwnCallsInFlight(t *testing.T) {
 		t.Fatalf("a quarter window after the second call: %d in flight; want 8", o.flying)
 	}
 	o.sync(ownT0.Add(time.Hour), window)
-	if _, ok := o.land(); o.flying != 0 || ok {
+	if _, _, ok := o.land(); o.flying != 0 || ok {
 		t.Fatalf("an hour later: %d in flight, land() true; want none", o.flying)
 	}
-	o.fly(ownT0) // sent long ago: lost already
+	o.fly(ownT0, 1) // sent long ago: lost already
 	if o.flying != 0 {
 		t.Fatalf("a call sent an hour ago is in flight; want it taken for lost")
 	}
@@ -169,7 +169,7 @@ func TestOwnForgetAndNth(t *testing.T) {
 	for i := 0; i < 8; i++ { // calls answered at 0.5, 1.5, ... 7.5 s
 		now = ownT0.Add(time.Duration(i)*time.Second + 500*time.Millisecond)
 		o.sync(now, w)
-		o.count()
+		o.count(1)
 	}
 	if got := o.counted(); got != 8 {
 		t.Fatalf("counted() = %v; want 8", got)
@@ -188,8 +188,8 @@ func TestOwnForgetAndNth(t *testing.T) {
 	if _, ok := o.answeredNth(5); ok {
 		t.Fatalf("answeredNth(5) found a forgotten call")
 	}
-	o.fly(now)
-	o.fly(now.Add(-3 * time.Second))
+	o.fly(now, 1)
+	o.fly(now.Add(-3*time.Second), 1)
 	if got := o.flyingFrom(now.Add(-time.Second)); got != 1 {
 		t.Fatalf("flyingFrom(now-1s) = %d; want 1", got)
 	}

@@ -52,6 +52,9 @@ const (
 	// smoothing is the time constant, in windows, of the estimate of the
 	// other clients' rate.
 	smoothing = 1.0 / 12
+	// weightedAhead: on a limit of tokens, the others' calls are counted
+	// on from the latest report for W/weightedAhead at most.
+	weightedAhead = 4
 	// tokenWait is the longest the barrier waits, in windows, on a server
 	// whose resets are all short (see shortResets): two time constants of
 	// the estimate of the others (smoothing), by when the counts since
@@ -117,8 +120,9 @@ const (
 // New is required; the zero Pacer is not usable. Most callers want Wait
 // before each call and Observe after it, or Transport, which does both.
 // A Pacer is safe for concurrent use by multiple goroutines; concurrent
-// callers are handed slots one gap apart. It takes about 14 KiB (a 16 KiB
-// allocation) whatever the number of calls in the window.
+// callers are handed slots one gap apart. It takes about 17 KiB (an 18 KiB
+// allocation) whatever the number of calls in the window, and as much
+// again for each further limit it paces (see ObserveLimits).
 type Pacer struct {
 	mu    sync.Mutex
 	clock Clock
@@ -143,13 +147,19 @@ type Pacer struct {
 	ctlAt       time.Time // start of the current control period
 	waitedUntil time.Time // the latest slot outside the queue for which a caller had to wait
 
-	last    time.Time        // the latest slot handed out outside the queue
-	hold    time.Time        // no slot before this (Retry-After, plus jitter)
-	ahead   deque[time.Time] // slots handed out outside the queue, still to come
-	queue   queue            // the callers blocked in Wait and their slots
-	own     own              // this client's calls counted within the window, and in flight
-	lw      learner          // what the responses said about the window
-	strikes int              // consecutive refusals without Retry-After
+	last   time.Time        // the latest slot handed out outside the queue
+	hold   time.Time        // no slot before this (Retry-After, plus jitter)
+	ahead  deque[time.Time] // slots handed out outside the queue, still to come
+	aheadW deque[int64]     // the weight of each slot of ahead
+	// weighted reports whether a call of a weight other than one was
+	// ever booked (a limit of tokens): until then every weight is one,
+	// and counts of calls are their weights.
+	weighted bool
+	lastW    int64   // the weight of the call booked at last; one until weighted
+	queue    queue   // the callers blocked in Wait and their slots
+	own      own     // this client's calls counted within the window, and in flight
+	lw       learner // what the responses said about the window
+	strikes  int     // consecutive refusals without Retry-After
 	// refShare is the share of the responses refused, a moving average
 	// over about the latest refusedSpan of them (see control).
 	refShare float64
@@ -193,6 +203,10 @@ type Pacer struct {
 	entryAt   time.Time
 	entryHeld bool
 	busyAt    time.Time // the time of the first count, when it found the key busy
+	// lim holds the limits beyond this Pacer's own, once a response
+	// reported some (see limits); nil until then.
+	lim      *limits
+	resource string // the resource whose counts it learns (see Signal.Resource)
 }
 
 // New returns a Pacer configured by opts. An option given an invalid value
@@ -248,10 +262,14 @@ func (p *Pacer) Wait(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
+	if p.lim != nil {
+		p.mu.Unlock()
+		return p.waitLimits(ctx, costOf(ctx))
+	}
 	now := p.nowLocked()
-	slot := p.slotLocked(now)
+	slot := p.slotLocked(now, 1)
 	if !slot.After(now) {
-		p.bookLocked(now, slot)
+		p.bookLocked(now, slot, 1)
 		p.mu.Unlock()
 		return nil
 	}
@@ -283,7 +301,7 @@ func (p *Pacer) waitHead(ctx context.Context, w *waiter) error {
 		slot := p.queue.first()
 		if !slot.After(now) {
 			_, next := p.queue.pop()
-			p.bookLocked(now, slot)
+			p.bookLocked(now, slot, 1)
 			if slot.After(p.waitedUntil) && p.rateBound(slot) {
 				p.waitedUntil = slot // it had to wait for it
 			}
@@ -348,8 +366,11 @@ func (p *Pacer) ReserveAt(now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now = p.advanceLocked(now)
-	slot := p.slotLocked(now)
-	p.bookLocked(now, slot)
+	if p.lim != nil {
+		return p.reserveLimitsLocked(now, cost{}).Sub(now)
+	}
+	slot := p.slotLocked(now, 1)
+	p.bookLocked(now, slot, 1)
 	return slot.Sub(now)
 }
 
@@ -363,19 +384,49 @@ func (p *Pacer) Observe(s Signal) { p.ObserveAt(p.clock.Now(), s) }
 
 // ObserveAt is Observe at now instead of the clock's reading; a now before
 // one the Pacer has already seen is taken as that one.
-func (p *Pacer) ObserveAt(now time.Time, s Signal) {
-	s = s.clean()
+func (p *Pacer) ObserveAt(now time.Time, s Signal) { p.settle(now, s, nil, nil) }
+
+// settle takes in a response's limits, first and more (see
+// ObserveLimits), for a call whose cost is used (nil: the estimate it was
+// booked with, see WithCost).
+func (p *Pacer) settle(now time.Time, first Signal, more []Signal, used *cost) {
+	first = first.clean()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now = p.advanceLocked(now)
+	if !p.ownResource(first) {
+		// Another resource's counts (see Signal.Resource): only its wait.
+		first, more = Signal{RetryAfter: first.RetryAfter}, nil
+	}
+	w := int64(-1)
+	if len(more) > 0 || first.Unit != Requests || p.lim != nil {
+		first, w = p.observeLimitsLocked(now, first, more, used)
+	}
+	p.observeLocked(now, first, w)
+}
+
+// observeLocked takes in what a response said of this Pacer's own limit,
+// for a call that cost used of it (negative: what it was booked with). It
+// must be called with p.mu held.
+func (p *Pacer) observeLocked(now time.Time, s Signal, used int64) {
 	p.control(now)
 	p.prune(now)
-	sent, landed := p.own.land()
+	sent, w, landed := p.own.land()
+	if !landed {
+		w = 1
+		if p.weighted {
+			w = 0
+		}
+	}
 	if !landed && p.ahead.len() > 0 {
 		slot := p.ahead.popFront() // observed before its slot
+		w = p.aheadW.popFront()
 		if p.sp.on {
 			p.sparseUnbook(slot)
 		}
+	}
+	if used >= 0 {
+		w = used
 	}
 	if s.Window > 0 {
 		p.setWindow(s.Window)
@@ -402,9 +453,9 @@ func (p *Pacer) ObserveAt(now time.Time, s Signal) {
 		p.refShare += (t - p.refShare) / refusedSpan
 	}
 	if !s.Throttled && (s.HasUsed || s.HasRemaining || s.Limit > 0) {
-		p.own.count()
-		p.ownNew++
-		p.ownAll++
+		p.own.count(w)
+		p.ownNew += float64(w)
+		p.ownAll += float64(w)
 	}
 	// A look at a full count (see anniversary) that was refused: the
 	// count is the limit it was at the previous response, nobody could be
@@ -526,7 +577,7 @@ func (p *Pacer) replanLocked(now time.Time) {
 	if p.queue.len() == 0 {
 		return
 	}
-	p.queue.replan(latest(now.Add(p.barrier(now)), p.hold), p.gap(now))
+	p.queue.replan(latest(now.Add(p.barrier(now, 1)), p.hold), p.gap(now))
 }
 
 // learn takes in a shared count observed at now: it updates the
@@ -580,7 +631,11 @@ func (p *Pacer) learn(now time.Time, used float64) {
 		// a count below this client's own calls is tokens refilled, not
 		// the others gone: skip it too.
 		contradicted := p.lw.tokensFull() && p.own.counted() > used
-		if dt := now.Sub(since).Seconds(); dt > 0 && fresh >= -skipBelow*p.others*dt && !contradicted {
+		// Calls of many tokens leave the window in lumps, as they came:
+		// a sample far below zero is one leaving, as often as one far
+		// above is one arriving, and skipping the first alone biased the
+		// estimate up.
+		if dt := now.Sub(since).Seconds(); dt > 0 && (fresh >= -skipBelow*p.others*dt || p.weighted) && !contradicted {
 			a := 1 - math.Exp(-dt/(smoothing*p.window.Seconds()))
 			p.others = math.Max(0, p.others+a*(fresh/dt-p.others))
 		}
@@ -885,10 +940,10 @@ func (p *Pacer) advanceLocked(now time.Time) time.Time {
 	return now
 }
 
-// slotLocked returns the earliest time the next call may go: the small
-// fixed window's plan when it holds (see sparse), else the paced slot,
-// never before the hold.
-func (p *Pacer) slotLocked(now time.Time) time.Time {
+// slotLocked returns the earliest time the next call, of weight w, may go:
+// the small fixed window's plan when it holds (see sparse), else the paced
+// slot, never before the hold.
+func (p *Pacer) slotLocked(now time.Time, w int64) time.Time {
 	p.control(now)
 	p.prune(now)
 	var slot time.Time
@@ -899,7 +954,7 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 		slot, planned = p.sparseFirst(now)
 	}
 	if !planned {
-		slot = p.pacedSlot(now)
+		slot = p.pacedSlot(now, w)
 	}
 	slot = latest(slot, p.hold)
 	if a, ok := p.anniversary(now); ok && slot.Equal(a) {
@@ -909,11 +964,20 @@ func (p *Pacer) slotLocked(now time.Time) time.Time {
 }
 
 // pacedSlot returns the slot the rate, the barrier and a full fixed
-// window allow. It must be called with p.mu held.
-func (p *Pacer) pacedSlot(now time.Time) time.Time {
-	slot := p.lastSlot().Add(p.gap(now))
+// window allow a call of weight w. The gap after the latest call is its
+// weight's: a call of many tokens spends as many calls' worth of the rate.
+// It must be called with p.mu held.
+func (p *Pacer) pacedSlot(now time.Time, w int64) time.Time {
+	g := p.gap(now)
+	if p.weighted {
+		// As the rate's own gap, a window at most: a client that calls
+		// less than once a window sees no count, and its loop, which
+		// acts on counts less than a window old, would never grow it.
+		g = time.Duration(min(float64(g)*float64(p.lastW), float64(p.window)))
+	}
+	slot := p.lastSlot().Add(g)
 	few := p.fixedSure() && p.limit > 0 && p.rate*p.window.Seconds() < sparseCalls
-	if b := now.Add(p.barrier(now)); slot.Before(b) {
+	if b := now.Add(p.barrier(now, float64(w))); slot.Before(b) {
 		slot = b
 		if d, ok := p.untilTurnover(now); ok && few && b.Sub(now) >= d {
 			p.turnHeld = slot
@@ -925,7 +989,7 @@ func (p *Pacer) pacedSlot(now time.Time) time.Time {
 		// far ahead, where the barrier, checked now, does not look):
 		// the call goes after the turnover, at this client's point.
 		if turn := now.Add(d); slot.Before(turn) {
-			if u, ok := p.predictedUsed(slot); ok && p.limit-u < 1 {
+			if u, ok := p.predictedUsed(slot); ok && p.limit-u < min(float64(w), p.limit) {
 				slot = turn.Add(time.Duration(p.lw.phase * float64(p.spread())))
 				p.turnHeld = slot
 			}
@@ -934,15 +998,20 @@ func (p *Pacer) pacedSlot(now time.Time) time.Time {
 	return slot
 }
 
-// bookLocked hands out slot outside the queue: to Reserve, to a Wait
-// that need not wait, or to the head of the queue when it goes.
-func (p *Pacer) bookLocked(now, slot time.Time) {
+// bookLocked hands out slot, for a call of weight w, outside the queue:
+// to Reserve, to a Wait that need not wait, or to the head of the queue
+// when it goes.
+func (p *Pacer) bookLocked(now, slot time.Time, w int64) {
 	if p.sp.on {
 		p.sparseBook(slot)
+	}
+	if w != 1 {
+		p.weighted = true
 	}
 	probing := p.probeArmed(now)
 	if slot.After(p.last) {
 		p.last = slot
+		p.lastW = w
 	}
 	if probing {
 		p.probeBook(slot)
@@ -952,8 +1021,9 @@ func (p *Pacer) bookLocked(now, slot time.Time) {
 			p.waitedUntil = slot
 		}
 		p.ahead.push(slot)
+		p.aheadW.push(w)
 	} else {
-		p.own.fly(slot)
+		p.own.fly(slot, w)
 	}
 }
 
@@ -992,20 +1062,36 @@ func (p *Pacer) rateBound(slot time.Time) bool {
 func (p *Pacer) prune(now time.Time) {
 	p.own.sync(now, p.window)
 	for p.ahead.len() > 0 && !p.ahead.at(0).After(now) {
-		p.own.fly(p.ahead.popFront())
+		p.own.fly(p.ahead.popFront(), p.aheadW.popFront())
 	}
 }
 
-// inFlight returns how many calls were handed a slot at or before t and
-// not yet observed (t must not be before the latest prune).
-func (p *Pacer) inFlight(t time.Time) int {
-	return int(p.own.flying) + until(&p.ahead, t) + p.queue.countUntil(t)
+// inFlight returns how many calls (their weight) were handed a slot at or
+// before t and not yet observed (t must not be before the latest prune).
+func (p *Pacer) inFlight(t time.Time) float64 {
+	return float64(p.own.flying) + p.aheadUntil(t) + float64(p.queue.countUntil(t))
 }
 
-// bookedAfter is the calls this client has booked for after t, which
-// inFlight(t) does not count yet.
-func (p *Pacer) bookedAfter(t time.Time) int {
-	return p.ahead.len() - until(&p.ahead, t) + p.queue.len() - p.queue.countUntil(t)
+// bookedAfter is the calls (their weight) this client has booked for
+// after t, which inFlight(t) does not count yet.
+func (p *Pacer) bookedAfter(t time.Time) float64 {
+	return p.aheadUntil(maxTime) - p.aheadUntil(t) + float64(p.queue.len()-p.queue.countUntil(t))
+}
+
+// maxTime is after every slot.
+var maxTime = time.Unix(1<<62, 0)
+
+// aheadUntil returns the weight of the slots of ahead at or before t.
+func (p *Pacer) aheadUntil(t time.Time) float64 {
+	n := until(&p.ahead, t)
+	if !p.weighted {
+		return float64(n)
+	}
+	sum := int64(0)
+	for i := 0; i < n; i++ {
+		sum += p.aheadW.at(i)
+	}
+	return float64(sum)
 }
 
 // predictedUsed is the shared count the server would report at t: the
@@ -1023,16 +1109,24 @@ func (p *Pacer) predictedUsed(t time.Time) (float64, bool) {
 	age := t.Sub(p.obsAt)
 	if age >= p.window {
 		// Only this client's calls since, the ones it has booked.
-		return float64(p.inFlight(t)), true
+		return p.inFlight(t), true
 	}
-	u := p.used + float64(p.inFlight(t))
+	u := p.used + p.inFlight(t)
 	if p.lw.bucket && age > 0 {
 		// A bucket drains at limit per window, whoever's calls it holds.
 		u += (p.othersRate() - p.limit/p.window.Seconds()) * age.Seconds()
 		return math.Max(0, u), true
 	}
 	if age > 0 {
-		u += p.othersRate() * age.Seconds()
+		ahead := age
+		if p.weighted {
+			// The others' calls are a few a window, each held by the
+			// same full count as this client's: past a control period
+			// or two, counting them on at their rate holds every
+			// client at once until the report is a window old.
+			ahead = min(age, p.window/weightedAhead)
+		}
+		u += p.othersRate() * ahead.Seconds()
 		if p.lw.fixed {
 			// A fixed window sheds nothing until it turns over.
 			return math.Max(0, u), true
@@ -1048,7 +1142,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	if p.limit <= 0 {
 		// Only the draft's "r calls within t" may be known: spread them.
 		if p.resetAt.After(now) {
-			left := p.remaining - float64(int(p.own.flying)+p.ahead.len()+p.queue.len())
+			left := p.remaining - (float64(p.own.flying) + p.aheadUntil(maxTime) + float64(p.queue.len()))
 			d := time.Duration(float64(p.resetAt.Sub(now)) / math.Max(1, left))
 			return min(d, p.maxDelay())
 		}
@@ -1079,7 +1173,7 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 	}
 	// Calls booked past now (callers booking at once, or a hold pushing
 	// them there) are not in u: they are the burst's and the hole's too.
-	ahead := float64(p.bookedAfter(now))
+	ahead := p.bookedAfter(now)
 	if u+ahead < p.cfg.burst*p.cfg.target*p.limit && p.used-p.own.counted() < 1 && !p.othersSeen(now) {
 		// The initial burst: the count is low and none of it is anybody
 		// else's, nor was within the last two windows (a fixed window
@@ -1218,22 +1312,24 @@ func (p *Pacer) expiring(now time.Time, ahead float64) float64 {
 	return n + p.own.countedBy(t.Add(-p.window)) - p.own.countedBy(now.Add(-p.window))
 }
 
-// barrier returns how long from now the next call must wait because the
-// window is full: until the reconstruction says a call has left it, but no
-// longer than the maximum delay, since this wait rests on one sample.
-func (p *Pacer) barrier(now time.Time) time.Duration {
+// barrier returns how long from now the next call, of weight w, must wait
+// because the window is full: until the reconstruction says calls of that
+// weight have left it, but no longer than the maximum delay, since this
+// wait rests on one sample.
+func (p *Pacer) barrier(now time.Time, w float64) time.Duration {
 	if p.limit <= 0 {
 		return 0
 	}
+	w = min(w, p.limit) // a call that costs more goes into an empty window
 	u, ok := p.predictedUsed(now)
-	if !ok || p.limit-u >= 1 {
+	if !ok || p.limit-u >= w {
 		return 0
 	}
 	if p.lw.bucket {
 		// A bucket frees a token every W/limit, whoever takes it: wait
 		// for the drain alone (the others' calls compete for the same
 		// tokens, and a rate cut settles who takes them).
-		d := time.Duration((u - p.limit + 1) / p.limit * float64(p.window))
+		d := time.Duration((u - p.limit + w) / p.limit * float64(p.window))
 		return min(d, p.maxDelay())
 	}
 	step := max(p.window/periods, 1)
@@ -1256,7 +1352,7 @@ func (p *Pacer) barrier(now time.Time) time.Duration {
 	}
 	for t.Sub(now) < limit {
 		t = t.Add(step)
-		if v, _ := p.predictedUsed(t); p.limit-v >= 1 {
+		if v, _ := p.predictedUsed(t); p.limit-v >= w {
 			break
 		}
 	}

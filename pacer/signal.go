@@ -1,15 +1,25 @@
 package pacer
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Signal is what one response said about the remote limit. Every field is
 // optional: the zero value says nothing, and a Pacer that observes it only
 // learns that a call completed.
 //
-// Counts are in requests (quota units) per window. A Signal that
-// contradicts itself is reconciled by Pacer.Observe: Used wins over
-// Remaining, Remaining above Limit is clamped to Limit, and Used above Limit
-// is believed (servers that shrink their limit report exactly that).
+// Counts are in requests (quota units) per window, or in the Unit the
+// Signal names. A Signal that contradicts itself is reconciled by
+// Pacer.Observe: Used wins over Remaining, Remaining above Limit is clamped
+// to Limit, and Used above Limit is believed (servers that shrink their
+// limit report exactly that).
+//
+// A response that reports several limits at once (OpenAI's requests and
+// tokens, Anthropic's requests, tokens, input and output tokens) gives one
+// Signal per limit, each with its Name and Unit (see ParseLimits and
+// Pacer.ObserveLimits); ParseHeader returns the first (requests, when the
+// response has them).
 type Signal struct {
 	// Limit is the number of calls the window allows, shared by every
 	// client of the key. Zero or negative means absent.
@@ -44,10 +54,71 @@ type Signal struct {
 	// call go before it has elapsed.
 	RetryAfter time.Duration
 
-	// Throttled reports whether the call was refused for rate (a 429, or a
-	// 503 with Retry-After).
+	// Throttled reports whether the call was refused for rate (a 429, a
+	// 503 with Retry-After, or a 403 with Retry-After or no quota left:
+	// GitHub's secondary and primary limits).
 	Throttled bool
+
+	// Name is the name of the limit within the response's family of
+	// limits: "requests", "tokens", "input-tokens" or "output-tokens"
+	// (see ParseLimits). Empty when the response names none.
+	Name string
+
+	// Unit is what the counts of this limit count: Requests, the zero
+	// value, or tokens.
+	Unit Unit
+
+	// Resource is the API's name for the pool of quota the counts are of
+	// (GitHub's x-ratelimit-resource: "core", "search", "graphql"...).
+	// Empty when the response names none. A Pacer learns the counts of
+	// one resource, the first it sees: a response of another teaches it
+	// nothing but its Retry-After (keep one Pacer per resource with
+	// Group).
+	Resource string
+
+	// bucket reports that the limit is documented as a token bucket that
+	// refills continuously (Anthropic's), set by the header parser.
+	bucket bool
 }
+
+// Unit is what a limit counts.
+type Unit uint8
+
+const (
+	// Requests counts calls: every call costs one.
+	Requests Unit = iota
+	// Tokens counts tokens, input and output together: a call costs
+	// what WithCost says (zero without it).
+	Tokens
+	// InputTokens counts input (prompt) tokens only. WithCost's tokens
+	// are not charged to it: the split of a call's tokens is unknown
+	// before the response, so the limit is learned from the counts
+	// alone and holds calls when the server reports it spent.
+	InputTokens
+	// OutputTokens counts output (completion) tokens only, as
+	// InputTokens does.
+	OutputTokens
+)
+
+// String returns the unit's name as the header families write it:
+// "requests", "tokens", "input-tokens" or "output-tokens".
+func (u Unit) String() string {
+	switch u {
+	case Requests:
+		return "requests"
+	case Tokens:
+		return "tokens"
+	case InputTokens:
+		return "input-tokens"
+	case OutputTokens:
+		return "output-tokens"
+	}
+	return "unit(" + strconv.Itoa(int(u)) + ")"
+}
+
+// maxLimits is the most limits a Pacer paces: the families known report
+// four at most, and each limit is a Pacer's worth of memory.
+const maxLimits = 8
 
 // maxCount clamps absurd counts: no real API advertises a billion calls
 // per window, and keeping counts small keeps every float exact.

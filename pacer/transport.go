@@ -8,9 +8,10 @@ import (
 )
 
 // Transport returns an http.RoundTripper that calls p.Wait with the
-// request's context before each request and p.Observe with what each
-// response said (FromResponse) after it, then hands the response back
-// unchanged. base nil means http.DefaultTransport.
+// request's context before each request (its cost in tokens, if any, set
+// by WithCost) and p.ObserveLimits with what each response said
+// (LimitsFromResponse) after it, then hands the response back unchanged.
+// base nil means http.DefaultTransport.
 //
 // It does not retry: a 429 or 503 is returned to the caller like any
 // other response, and the pacer merely makes sure the next request waits
@@ -69,6 +70,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.Observe(Signal{})
 		return nil, err
 	}
-	p.Observe(FromResponse(resp, p.now()))
+	now := p.now()
+	p.ObserveLimits(now, LimitsFromResponse(resp, now))
 	return resp, nil
 }
