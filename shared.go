@@ -131,7 +131,10 @@ func (p *Shared) Reserve(ctx context.Context, key string) (SharedReservation, er
 // WithBurst's): more can never fit, whatever the wait, and fewer is no
 // reservation; either is refused (SourceHeld), debiting nothing, and its
 // RetryAfter reports math.MaxInt64 (never). A key the local tier holds
-// refused is refused for any n, with the wait of one unit. Decisions of
+// refused is refused for any n, with the wait of one unit plus n − 1
+// intervals of the pace: never shorter than exact, so that waiting it
+// admits the reservation, and longer than exact by at most those intervals
+// when a quota binds. Decisions of
 // the same n that queue together share one store call; a round trip
 // carrying reservations of k different sizes makes k store calls, one after
 // the other. The fallback of WithFallback reserves n events of its Pace.
@@ -155,12 +158,23 @@ func (p *Shared) reserve(ctx context.Context, key string, n int) (decision, erro
 	now := p.local.Now()
 	if wait, refused := p.held(h, now); refused {
 		p.decided(SourceHeld, false)
-		return decision{d: -wait, via: SourceHeld}, nil
+		return decision{d: -p.heldWait(wait, n), via: SourceHeld}, nil
 	}
 	if p.brk != nil && !p.brk.closed() {
 		return p.fallback(key, n), nil
 	}
 	return p.viaStore(ctx, key, h, n)
+}
+
+// heldWait returns the wait the local tier reports for n units of a key it
+// holds for wait, one unit's: n − 1 more intervals of the pace, which is
+// the most the n units add to the wait of every limit (the quotas count the
+// reservation once), so that waiting it admits the reservation.
+func (p *Shared) heldWait(wait int64, n int) int64 {
+	if n == 1 {
+		return wait
+	}
+	return wait + int64(n-1)*int64(p.shapes[0].Interval())
 }
 
 // Allow reports whether key may make one more event now, and debits it if
@@ -213,9 +227,11 @@ type decision struct {
 func (r *SharedReservation) OK() bool { return r.dec.d > 0 }
 
 // RetryAfter reports 0 when the reservation was admitted; when it was
-// refused, the time after the decision at which one event fits every limit:
-// exact when the store refused; from the local tier, the store's answer less
-// the time since (at most one round trip shorter than exact, never longer).
+// refused, the time after the decision at which its units fit every limit:
+// exact when the store refused; from the local tier, for one unit, the
+// store's answer less the time since (at most one round trip shorter than
+// exact, never longer), and for n units that plus n − 1 intervals of the
+// pace (see ReserveN); math.MaxInt64 for n units that never fit.
 func (r *SharedReservation) RetryAfter() time.Duration {
 	return time.Duration(max(-r.dec.d, 0))
 }
@@ -319,15 +335,28 @@ func (r *SharedReservation) Settle(ctx context.Context, used int) error {
 		r.dec.settled = true
 		return nil
 	}
-	g, err := p.s.Take(ctx, r.key, p.overdraft(used-n, buf[:len(p.shapes)]))
+	shapes := p.overdraft(used-n, buf[:len(p.shapes)])
+	g, err := p.s.Take(ctx, r.key, shapes)
+	if err == nil && !g.OK {
+		// The debt would pass driver.MaxTolerance: take the room left, as
+		// Pace.Debit does (RetryAfter is what went beyond it).
+		if cost := shapes[0].Interval() - g.RetryAfter; cost > 0 {
+			shapes[0] = driver.ShapeOf(cost, driver.MaxTolerance)
+			g, err = p.s.Take(ctx, r.key, shapes)
+		}
+	}
 	if err != nil {
 		return err
+	}
+	r.dec.settled = true
+	if !g.OK { // still no room: the key owes about 73 years already
+		r.dec.left, r.dec.full = 0, g.Reset
+		return nil
 	}
 	// The debt outlasts any refusal the local tier holds for the key.
 	p.local.Forget(r.key)
 	p.hold(p.local.Hash(r.key), p.local.Now(), p.nextFit(&g.Receipt))
 	r.dec.left, r.dec.full = p.tightest(&g.Receipt)
-	r.dec.settled = true
 	return nil
 }
 
@@ -461,7 +490,7 @@ func (p *Shared) roundTrip(ctx context.Context, b *batch) {
 		}
 		if wait, refused := p.held(c.h, now); refused {
 			p.decided(SourceHeld, false)
-			c.deliver(decision{d: -wait, via: SourceHeld}, nil)
+			c.deliver(decision{d: -p.heldWait(wait, c.n), via: SourceHeld}, nil)
 			continue
 		}
 		if failing {
@@ -560,17 +589,18 @@ func (p *Shared) take(ctx context.Context, keys []string, shapes []driver.Shape,
 
 // record turns the store's grant for a reservation of n units of the key
 // hashed to h, asked for at now, into a decision, and remembers in the
-// local tier when the key is refused: after a refusal, and after an
-// admission that left no event, until the next one fits. The wait counts
-// from now, before the round trip, so the local tier never refuses longer
-// than the store would; after a refusal of n units it holds the key for
-// the wait of one (the store's wait less the n − 1 intervals of the pace
-// that the n units added at most), so that no reservation is held that the
-// store would admit.
+// local tier when the key is refused: after a refusal of one unit, and
+// after an admission that left no event, until the next one fits: the
+// exact wait of one unit. The wait counts from now, before the round trip,
+// so the local tier never refuses one unit longer than the store would. A
+// refusal of several units holds nothing: its wait is not one unit's, and
+// a smaller reservation may fit at once.
 func (p *Shared) record(h uint64, g *driver.Grant, now int64, n int) decision {
 	if !g.OK {
 		wait := int64(g.RetryAfter)
-		p.hold(h, now, wait-int64(n-1)*int64(p.shapes[0].Interval()))
+		if n == 1 {
+			p.hold(h, now, wait)
+		}
 		p.decided(SourceStore, false)
 		return decision{d: -wait, n: n, via: SourceStore}
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-
-	"github.com/ratepace/pace"
 )
 
 // CostFunc returns the estimated cost of a request, in the units of the
@@ -127,7 +125,17 @@ type costBody struct {
 // Read reads what buf holds past pos, then src.
 func (b *costBody) Read(p []byte) (int, error) {
 	if b.pos < len(b.buf) {
-		n := copy(p, b.buf[b.pos:])
+		if b.max >= 0 && int64(b.pos) >= b.max {
+			// An earlier CostFunc with a larger bound buffered more than
+			// this one may read.
+			b.tooLarge = true
+			return 0, errCostBodyAfter
+		}
+		end := len(b.buf)
+		if b.max >= 0 {
+			end = int(min(int64(end), b.max))
+		}
+		n := copy(p, b.buf[b.pos:end])
 		b.pos += n
 		return n, nil
 	}
@@ -241,7 +249,7 @@ func (t *Ticket) settle(i, used int) error {
 		case err != nil:
 			left, full = taken, takenFull // as reserved
 			t.l.observe(i, StoreFailed)
-		case h.shared.Source() != pace.SourceFallback:
+		default: // the store's or the fallback's settled state
 			left, full = h.shared.Remaining(), ceilSeconds(h.shared.FullIn())
 		}
 	default:
