@@ -217,7 +217,7 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 		case op < 4:
 			k := keys[r.IntN(len(keys))]
 			shapes, what := shapesOf[k], "Take("+k+")"
-			if r.IntN(4) == 0 {
+			if r.IntN(8) == 0 {
 				shapes, what = settlement(r, shapes, seen), what+" of a settlement"
 			}
 			g, err := s.Take(ctx, k, shapes)
@@ -277,7 +277,7 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 // settlement returns the shapes of a take a reservation of several units
 // makes of shapes, as pace.Shared makes them: n intervals of a shape with
 // its own tolerance (n of them fit its bucket), or the debit of an
-// overdraft, k intervals (at most driver.MaxTolerance) with a tolerance of
+// overdraft, 1 to 10 intervals (at most driver.MaxTolerance) with a tolerance of
 // driver.MaxTolerance, so that it always fits; a shape left alone now and
 // then (a quota counting reservations, not units).
 func settlement(r *rand.Rand, shapes []driver.Shape, seen map[string]int) []driver.Shape {
@@ -288,7 +288,7 @@ func settlement(r *rand.Rand, shapes []driver.Shape, seen map[string]int) []driv
 		case r.IntN(4) == 0:
 			out[i] = b
 		case over:
-			k := time.Duration(1 + r.IntN(1000))
+			k := time.Duration(1 + r.IntN(10))
 			cost := driver.MaxTolerance
 			if b.Interval() == 0 || k < driver.MaxTolerance/b.Interval() {
 				cost = k * b.Interval()
