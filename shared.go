@@ -171,9 +171,6 @@ func (p *Shared) reserve(ctx context.Context, key string, n int) (decision, erro
 // the most the n units add to the wait of every limit (the quotas count the
 // reservation once), so that waiting it admits the reservation.
 func (p *Shared) heldWait(wait int64, n int) int64 {
-	if n == 1 {
-		return wait
-	}
 	return wait + int64(n-1)*int64(p.shapes[0].Interval())
 }
 

@@ -279,3 +279,27 @@ func TestSharedUnderEstimatorCannotSustainMoreThanRate(t *testing.T) {
 		t.Fatalf("sustained %.1f units a second over %.0f s; the rate is %v", float64(kept)/elapsed, elapsed, rate)
 	}
 }
+
+// TestSharedSettleOnAFailingStore: Settle disarms before the store is
+// called, so a store that fails leaves the reservation as it was taken
+// (the estimate stays spent: stricter than the actual), reports the
+// error, and a second Settle does nothing.
+func TestSharedSettleOnAFailingStore(t *testing.T) {
+	p, s := newTokens(t)
+	r := reserveN(t, p, "k", 1000)
+	if !r.OK() {
+		t.Fatal("ReserveN(1000) refused")
+	}
+	hook := func(context.Context, int) error { return errDown }
+	s.Hook.Store(&hook)
+	if err := r.Settle(bg, 10); !errors.Is(err, errDown) {
+		t.Fatalf("Settle on a failing store = %v; want its error", err)
+	}
+	s.Hook.Store(nil)
+	if err := r.Settle(bg, 10); err != nil || s.Refunds.Load() != 0 {
+		t.Fatalf("second Settle = %v after %d refunds; want nothing done", err, s.Refunds.Load())
+	}
+	if q := reserveN(t, p, "k", 1); q.OK() {
+		t.Fatal("after a failed settlement the key had units back; want the estimate still spent")
+	}
+}
