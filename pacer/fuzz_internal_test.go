@@ -218,3 +218,23 @@ func TestSparseEndDayAhead(t *testing.T) {
 		}
 	}
 }
+
+// TestHoleBelowOneCall: a count that leaves less than one call below the
+// target of a limit of one is no hole to fill at twice the limit's pace
+// (FuzzObserve booked three calls within one window of a limit of one).
+func TestHoleBelowOneCall(t *testing.T) {
+	c := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := MustNew(WithClock(c), WithSeed(1))
+	p.Observe(Signal{Limit: 38, Used: 38, HasUsed: true, Remaining: 38, Window: 48 * time.Millisecond, Reset: 48 * time.Millisecond, RetryAfter: 48 * time.Millisecond})
+	p.Observe(Signal{Limit: 1, Used: 38, Remaining: 38, HasRemaining: true, Window: 213 * time.Millisecond, Reset: 48 * time.Millisecond, RetryAfter: 48 * time.Millisecond})
+	var booked []time.Time
+	for i := 0; i < 3; i++ {
+		booked = append(booked, c.Now().Add(p.Reserve()))
+		if i == 0 {
+			c.Advance(200 * time.Millisecond)
+		}
+	}
+	if n := mostWithin(booked, 213*time.Millisecond); n > 2 {
+		t.Errorf("%d of %v within one window of 213ms of a limit of 1; want at most 2", n, booked)
+	}
+}

@@ -1219,7 +1219,14 @@ func (p *Pacer) gap(now time.Time) time.Duration {
 		if d, ok := p.untilTurnover(now); ok {
 			within = math.Max(d.Seconds(), p.window.Seconds()/periods)
 		}
-		r = math.Max(r, share*hole/within)
+		fill := share * hole / within
+		if hole < 1 {
+			// Less than a call is no hole to rush into: on a limit of
+			// one, filled at twice the limit's pace, it booked three
+			// calls in one window.
+			fill = math.Min(fill, p.limit/p.window.Seconds())
+		}
+		r = math.Max(r, fill)
 	}
 	if c, left, ok := p.entryRate(now); ok && c < r {
 		// The first window of a quiet key: this client's share of the
