@@ -186,7 +186,7 @@ func BenchmarkCarrier(b *testing.B) {
 	}
 	type call struct {
 		context.Context
-		rest [9]*int // the rest of the middleware's call
+		rest [8]*int // the rest of the middleware's call (80 bytes in all)
 	}
 	type passageOf struct {
 		r http.Request
