@@ -56,7 +56,7 @@ func New(perSecond float64, opts ...Option) (*Pace, error) {
 		return nil, err
 	}
 	p := &Pace{b: b, burst: int(b.Tolerance() / b.Interval()), obs: cfg.observer}
-	p.t.Init(cfg.clock)
+	p.t.Init(cfg.clock, p)
 	p.t.Widen(b)
 	return p, nil
 }
@@ -96,20 +96,9 @@ func paceShape(perSecond float64) (driver.Shape, error) {
 // naming a client keep its events reserved while they are checked; use Peek
 // before the check and Reserve or Allow after it instead.
 func (p *Pace) Reserve(key string) Reservation {
-	v := p.reserveOne(key)
-	return Reservation{p: p, key: v.key, at: v.at, d: v.d, gen: v.gen}
+	v := p.reserve(key, 1)
+	return Reservation{gen: v.gen, key: v.key, at: v.at, d: v.d}
 }
-
-// reserveOne is reserve(key, 1), kept out of line so that Reserve is small
-// enough for the compiler to inline into its caller. Inlined, Reserve builds
-// the Reservation where the caller keeps it, and only the fields the caller
-// reads: a Reservation returned from a call (six words, more than Go keeps
-// in registers) is stored to a temporary and copied 16 bytes at a time from
-// 8-byte stores, which a processor cannot forward to the loads (16 more
-// instructions in a caller that reads OK, and a stall).
-//
-//go:noinline
-func (p *Pace) reserveOne(key string) verdict { return p.reserve(key, 1) }
 
 // ReserveN debits n events from key's bucket in one atomic step, all of
 // them or none, and reports in the returned Reservation whether they
@@ -123,22 +112,29 @@ func (p *Pace) ReserveN(key string, n int) Reservation {
 		if p.obs != nil {
 			p.obs.Decided(SourceMemory, false)
 		}
-		return Reservation{p: p, d: -math.MaxInt64}
+		return Reservation{d: -math.MaxInt64}
 	}
 	v := p.reserve(key, n)
-	return Reservation{p: p, key: v.key, at: v.at, d: v.d, gen: v.gen, more: n - 1}
+	return Reservation{gen: v.gen, key: v.key, at: v.at, d: v.d, more: n - 1}
 }
 
 // verdict is a decision of reserve, the fields of its Reservation but the
-// Pace and the count: four words, which Go keeps in registers.
+// count: four words, which Go returns in registers.
 type verdict struct {
+	gen   *table.Gen
 	key   uint64
 	at, d int64
-	gen   uint64
 }
 
 // reserve debits n events (1 <= n <= Burst) from key's bucket: Reserve and
-// ReserveN.
+// ReserveN. It is too large to be inlined, which keeps Reserve small enough
+// to be: inlined, Reserve builds its Reservation in the caller from the
+// four words of the verdict, and the compiler writes them where the caller
+// keeps the Reservation, or not at all when the caller only reads OK. A
+// Reservation built otherwise (returned from a call, or with a fifth field
+// set, as ReserveN does) is stored to a temporary and copied 16 bytes at a
+// time from 8-byte stores, which the processor cannot forward to the loads:
+// a stall of several nanoseconds in every caller, a fifth of a refusal.
 func (p *Pace) reserve(key string, n int) verdict {
 	h := p.t.Hash(key)
 	var now int64
@@ -154,7 +150,7 @@ func (p *Pace) reserve(key string, n int) verdict {
 	if p.obs != nil {
 		p.obs.Decided(SourceMemory, d > 0) // admitted, d is at least n intervals: above zero
 	}
-	return verdict{h, now, d, gen}
+	return verdict{gen, h, now, d}
 }
 
 // Allow reports whether key may make one more event now, and debits it if
@@ -222,17 +218,22 @@ func (p *Pace) Burst() int { return p.burst }
 // always (a later take can stand exactly where the copied events stood),
 // and then gives the events back twice: never copy one.
 type Reservation struct {
-	_   noCopy
-	p   *Pace
+	_ noCopy
+	// gen is the Gen the take was decided under (see table.Table.RefundAt),
+	// whose Owner is the Pace: one word for both, so that Reserve sets four
+	// fields (see reserveOne). nil when d < 0 for ReserveN's n out of range.
+	gen *table.Gen
 	key uint64
 	at  int64 // the clock reading of the decision
 	// d > 0: admitted, and the debt the take left (its arrival time is at+d);
 	// d < 0: refused, and -d is the wait until one event fits;
 	// d = 0: the zero Reservation, or one already returned.
 	d    int64
-	gen  uint64 // the shard's out-of-order total before the take (see table.Table.RefundAt)
-	more int    // the events reserved beyond the first
+	more int // the events reserved beyond the first
 }
+
+// pace returns the Pace that made r, which must have a Gen.
+func (r *Reservation) pace() *Pace { return r.gen.Owner.(*Pace) }
 
 // noCopy makes go vet's copylocks check report copies of the struct that
 // holds it. It takes no space.
@@ -257,7 +258,7 @@ func (r *Reservation) Remaining() int {
 	if r.d <= 0 {
 		return 0
 	}
-	return r.p.b.Remaining(time.Duration(r.d), 0)
+	return r.pace().b.Remaining(time.Duration(r.d), 0)
 }
 
 // Return gives the reserved events back, as if the reservation had not
@@ -293,7 +294,7 @@ func (r *Reservation) Settle(used int) {
 	}
 	n, reserved := r.more+1, r.at+r.d
 	r.d = 0
-	p := r.p
+	p := r.pace()
 	iv := int64(p.b.Interval())
 	switch used = max(used, 0); {
 	case used < n:

@@ -91,7 +91,7 @@ func NewShared(s driver.Taker, perSecond float64, opts ...Option) (*Shared, erro
 			},
 		}
 	}
-	p.local.Init(cfg.clock)
+	p.local.Init(cfg.clock, nil)
 	for _, b := range p.shapes {
 		// A refusal waits at most one interval of the shape that refused,
 		// so every row expires within the longest tolerance: the horizon,
@@ -215,9 +215,10 @@ type decision struct {
 	// settled reports that Settle disarmed the reservation: left and full
 	// then describe the key as the settlement left it.
 	settled bool
-	// r is the store's receipt; for the fallback, At and Gen are the
-	// fallback's clock reading and reorder count at its take.
-	r driver.Receipt
+	// r is the store's receipt; for the fallback, At is the fallback's
+	// clock reading at its take, and gen the Gen it was decided under.
+	r   driver.Receipt
+	gen *table.Gen
 }
 
 // OK reports whether the event was admitted (and debited).
@@ -309,7 +310,7 @@ func (r *SharedReservation) Settle(ctx context.Context, used int) error {
 	if r.dec.via == SourceFallback {
 		fb := p.fb
 		h := fb.t.Hash(r.key)
-		fr := Reservation{p: fb, key: h, at: int64(r.dec.r.At), d: d, gen: r.dec.r.Gen, more: n - 1}
+		fr := Reservation{gen: r.dec.gen, key: h, at: int64(r.dec.r.At), d: d, more: n - 1}
 		fr.Settle(used)
 		now := fb.t.Now()
 		tat, _, _ := fb.t.PeekAt(h, readShape, now) // max(the key's arrival time, now)
@@ -457,7 +458,7 @@ func (p *Shared) decided(path Source, ok bool) {
 func (p *Shared) fallback(key string, n int) decision {
 	fb := p.fb
 	r := fb.ReserveN(key, n)
-	dec := decision{d: r.d, n: n, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at), Gen: r.gen}}
+	dec := decision{d: r.d, n: n, via: SourceFallback, r: driver.Receipt{At: time.Duration(r.at)}, gen: r.gen}
 	if r.d > 0 {
 		dec.left, dec.full = fb.b.Remaining(time.Duration(r.d), 0), time.Duration(r.d)
 	}

@@ -250,6 +250,11 @@ func (t *Ticket) left(i int) (int, int64) {
 // limit, after its take (see limit.field).
 func (t *Ticket) field(i int, one *[1]string) []string {
 	lim := &t.l.limits[i]
+	if lim.kind == kindPace && t.holds[i].state == holdTaken {
+		// A Pace's window follows from its count (see Ticket.fullIn): the
+		// cached field of its count, asked once.
+		return lim.field(t.remaining(i), one)
+	}
 	r, full := t.left(i)
 	if full != lim.fullIn(r) { // not the cached field of r
 		return cached(nil, 0, one, func() string { return lim.item(r, full) })

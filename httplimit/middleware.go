@@ -92,7 +92,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Middleware's writer, which composes the fields from the calls.
 		// The request copy and its call in one allocation: WithContext,
 		// inlined, copies onto the stack, and the copy is kept here.
-		p := &passage{call: call{Context: r.Context(), s: s, gen: s.gen, l: m.l, rw: w}}
+		p := &passage{call: call{Context: r.Context(), s: s, gen: s.gen, rw: w, dryRun: m.l.cfg.dryRun, legacy: m.l.cfg.legacy}}
 		p.req = *r.WithContext(&p.call)
 		c, r = &p.call, &p.req
 	}
@@ -247,7 +247,7 @@ func legacyAsked(outer *call, own *Limiter) bool {
 		return true
 	}
 	for x := outer; x != nil; x = from(x.Context) {
-		if x.l.cfg.legacy {
+		if x.legacy {
 			return true
 		}
 	}
@@ -369,17 +369,20 @@ type call struct {
 	context.Context
 	s         *state
 	gen       uint64 // s.gen while s is this request's
-	l         *Limiter
 	rw        http.ResponseWriter
-	status    int32     // the handler's status, once written
-	committed bool      // the header is on its way: see commit
-	innermost *call     // of the Middlewares nested inside this one, the last to decide
-	field     [1]string // the RateLimit field line, when it is not a cached one
+	status    int32 // the handler's status, once written
+	committed bool  // the header is on its way: see commit
+	// dryRun and legacy are the Middleware's DryRun and LegacyHeaders, for
+	// callers that find the request over (its state recycled). Two flags
+	// rather than the Limiter keep a passage in the 384-byte size class.
+	dryRun, legacy bool
+	innermost      *call     // of the Middlewares nested inside this one, the last to decide
+	field          [1]string // the RateLimit field line, when it is not a cached one
 }
 
 // passage is the one allocation of a request through a Middleware that can
 // give something back: the copy of the request whose context is its call,
-// and the call.
+// and the call (384 bytes).
 type passage struct {
 	req  http.Request
 	call call
@@ -455,7 +458,7 @@ func Verified(w http.ResponseWriter, r *http.Request) bool {
 	for c := first; c != nil; c = from(c.Context) {
 		t, done := c.use()
 		if t == nil {
-			ok = ok && c.l.cfg.dryRun
+			ok = ok && c.dryRun
 			continue
 		}
 		t.mu.Lock()

@@ -34,6 +34,25 @@ type Table struct {
 	Clock   func() time.Time // nil: time.Since(Epoch), the cheapest monotonic reading
 	horizon atomic.Int64     // the longest Tolerance used so far, in nanoseconds (see period)
 	cursor  atomic.Uint32    // the next shard sweepIdle looks at
+	// zero is every shard's first Gen; unknown is the Gen of a take that
+	// overlapped an out-of-order refund's swap, and a shard's while one
+	// swaps (see shard.gen).
+	zero, unknown Gen
+}
+
+// A Gen is one value of a shard's out-of-order total (see shard.gen), with
+// the owner of the table. A take reports the Gen it was decided under, and
+// a refund of it compares that Gen with the shard's current one: so a
+// pace.Reservation carries its Pace and its place among the refunds in one
+// word. A Gen never changes once published; a new total is a new Gen.
+type Gen struct {
+	// Owner is what the table's owner gave Init (a *pace.Pace), for the
+	// reservations it makes.
+	Owner any
+	// shifted is the total, in nanoseconds, that refunds of takes that were
+	// not their bucket's latest had given back in the shard before this Gen
+	// was published (see driver.Shape.Refund). It may wrap.
+	shifted uint64
 }
 
 const (
@@ -53,13 +72,12 @@ const (
 type shard struct {
 	tab       atomic.Pointer[slotTable]
 	nextSweep atomic.Int64 // clock reading at which a horizon pass is due
-	// shifted is twice the total, in nanoseconds, that refunds of takes that
-	// were not their bucket's latest have given back (see driver.Shape.Refund),
-	// plus one while such a refund swaps its slot: a take's refill can have
-	// moved earlier by at most the growth of this total since the take.
-	// Written under mu; it may wrap.
-	shifted atomic.Uint64
-	_       [40]byte // keep the read-mostly words apart from the written ones
+	// gen holds the total that refunds of takes that were not their bucket's
+	// latest have given back (see Gen), or the table's unknown Gen while
+	// such a refund swaps its slot: a take's refill can have moved earlier
+	// by at most the growth of this total since the take. Written under mu.
+	gen atomic.Pointer[Gen]
+	_   [40]byte // keep the read-mostly words apart from the written ones
 
 	mu    sync.Mutex
 	live  atomic.Int64 // rows not (known to be) full; written under mu, read without it by Len
@@ -88,17 +106,21 @@ type slotTable struct {
 // slot is a row's value: its arrival time, or moved, or deleted.
 type slot = atomic.Int64
 
-// newBuckets returns an empty table that reads time from now instead of the
+// New returns an empty table that reads time from now instead of the
 // monotonic clock when now is not nil, as WithClock does for a Pace.
 func New(now func() time.Time) *Table {
 	t := new(Table)
-	t.Init(now)
+	t.Init(now, nil)
 	return t
 }
 
-// init readies t to read time from cfg.clock (nil: the default); it reads
-// nothing else of cfg.
-func (t *Table) Init(clock func() time.Time) {
+// Init readies t to read time from clock (nil: the default), with owner as
+// the Owner of its Gens.
+func (t *Table) Init(clock func() time.Time, owner any) {
+	t.zero, t.unknown = Gen{Owner: owner}, Gen{Owner: owner}
+	for i := range t.shards {
+		t.shards[i].gen.Store(&t.zero)
+	}
 	t.seed = maphash.MakeSeed()
 	t.Clock = clock
 	if t.Clock != nil {
@@ -199,13 +221,13 @@ func (t *Table) Widen(b driver.Shape) {
 	}
 }
 
-// take decides one take of shape b for the key hashed to h at now. When ok,
-// tat is the new arrival time and gen the shard's out-of-order total before the
-// take (for refund); when not, wait is the time until the take would fit, and
+// TakeAt decides one take of shape b for the key hashed to h at now. When
+// ok, tat is the new arrival time and gen the Gen the take was decided under
+// (for RefundAt); when not, wait is the time until the take would fit, and
 // nothing was written. The zero driver.Shape refuses, even a full bucket.
-func (t *Table) TakeAt(h uint64, b driver.Shape, now int64) (tat, wait int64, gen uint64, ok bool) {
+func (t *Table) TakeAt(h uint64, b driver.Shape, now int64) (tat, wait int64, gen *Gen, ok bool) {
 	if b.Tolerance() == 0 {
-		return 0, int64(driver.MaxTolerance), 0, false
+		return 0, int64(driver.MaxTolerance), nil, false
 	}
 	cost, tol := int64(b.Interval()), int64(b.Tolerance())
 	d := int64(0)
@@ -221,61 +243,61 @@ func (t *Table) TakeAt(h uint64, b driver.Shape, now int64) (tat, wait int64, ge
 	return now + d, 0, gen, true
 }
 
-// decide takes, at now, cost nanoseconds of refill time from the bucket of
+// Decide takes, at now, cost nanoseconds of refill time from the bucket of
 // tolerance tol (0 < cost <= tol <= driver.MaxTolerance) of the key hashed to h.
 // Admitted, d is the new arrival time less now (at least cost) and gen the
-// shard's out-of-order total before the take (for refund); refused, d is
-// minus the wait until the take would fit, and nothing was written.
+// Gen the take was decided under (for RefundAt); refused, d is minus the
+// wait until the take would fit, and nothing was written.
 //
 // decide is the common case: a key with a live row, in a shard whose sweep
 // is not due, decided with only the loads the decision needs. For any other
 // case it returns d = 0, having written nothing, and the caller goes on
 // with decideSlow. It calls nothing, so that it needs no stack frame.
-func (t *Table) Decide(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *Table) Decide(h uint64, cost, tol, now int64) (d int64, gen *Gen) {
 	sh := &t.shards[h>>(64-shardBits)]
 	// Read before the slot and again after the swap: a take that overlapped
-	// an out-of-order refund's swap (the total odd, or moved) records an
-	// odd total, for which how far it moved is unknown, since it may have
-	// been decided on the refunded state yet counted before it.
-	gen = sh.shifted.Load()
+	// an out-of-order refund's swap (the Gen unknown, or replaced) records
+	// the unknown Gen, for which how far it moved is unknown, since it may
+	// have been decided on the refunded state yet counted before it.
+	gen = sh.gen.Load()
 	tab := sh.tab.Load()
 	if tab == nil || now >= sh.nextSweep.Load() {
-		return 0, 0
+		return 0, nil
 	}
 	keys, mask := tab.keys, tab.mask
 	i := h & mask
 	for k := keys[i].Load(); k != h; k = keys[i].Load() {
 		if k == 0 {
-			return 0, 0
+			return 0, nil
 		}
 		i = (i + 1) & mask
 	}
 	s := &tab.tats[i]
 	v := s.Load()
 	if v <= deleted {
-		return 0, 0 // deleted or moved
+		return 0, nil // deleted or moved
 	}
 	base := max(v, now)
 	if d = base - now + cost; d > tol {
 		return tol - d, gen // refused: nothing written
 	}
 	if !s.CompareAndSwap(v, base+cost) {
-		return 0, 0 // another decision moved the slot
+		return 0, nil // another decision moved the slot
 	}
-	return d, settled(sh, gen)
+	return d, t.settled(sh, gen)
 }
 
 // decideSlow is decide for every case: a sweep due, a key absent or
 // deleted (inserted under the lock), a row being moved, a swap lost to
 // another decision. Unlike decide, it also takes a free take (cost 0),
 // whose admission it reports as d = 0.
-func (t *Table) DecideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64) {
+func (t *Table) DecideSlow(h uint64, cost, tol, now int64) (d int64, gen *Gen) {
 	sh := t.shardOf(h)
 	if now >= sh.nextSweep.Load() {
 		t.trySweep(sh, now)
 	}
 	for {
-		gen = sh.shifted.Load() // see decide
+		gen = sh.gen.Load() // see Decide
 		if s := sh.find(h); s != nil {
 			v := s.Load()
 			if v > deleted {
@@ -284,7 +306,7 @@ func (t *Table) DecideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64)
 					return -w, gen
 				}
 				if s.CompareAndSwap(v, next) {
-					return next - now, settled(sh, gen)
+					return next - now, t.settled(sh, gen)
 				}
 				continue
 			}
@@ -294,17 +316,16 @@ func (t *Table) DecideSlow(h uint64, cost, tol, now int64) (d int64, gen uint64)
 			}
 		}
 		if tat, done := t.insert(sh, h, cost, now); done {
-			return tat - now, settled(sh, gen)
+			return tat - now, t.settled(sh, gen)
 		}
 	}
 }
 
-// settled returns the out-of-order total a take that read gen before its
-// swap records: gen when no out-of-order refund overlapped the take, else an
-// odd total, which refund reads as unknown.
-func settled(sh *shard, gen uint64) uint64 {
-	if sh.shifted.Load() != gen {
-		return gen | 1
+// settled returns the Gen a take that read gen before its swap records: gen
+// when no out-of-order refund overlapped the take, else the unknown Gen.
+func (t *Table) settled(sh *shard, gen *Gen) *Gen {
+	if sh.gen.Load() != gen {
+		return &t.unknown
 	}
 	return gen
 }
@@ -329,15 +350,14 @@ func (t *Table) PeekAt(h uint64, b driver.Shape, now int64) (tat, wait int64, ok
 	}
 }
 
-// refund gives back, at now, give nanoseconds of refill time of a take of
-// cost nanoseconds decided at taken that moved the bucket hashed to h to
-// reserved, when the shard's out-of-order total was gen (see driver.Shape.Refund
-// and refund), and drops the row if that leaves the bucket full. It reports
-// whether anything was given back.
+// RefundAt gives back, at now, give nanoseconds of refill time of a take of
+// cost nanoseconds decided at taken under gen that moved the bucket hashed
+// to h to reserved (see driver.Shape.Refund), and drops the row if that
+// leaves the bucket full. It reports whether anything was given back.
 //
 // Refunds run under the shard lock, so each one sees the total left by every
 // refund before it; takes stay lock-free and race only on the slot.
-func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen uint64, now int64) bool {
+func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen *Gen, now int64) bool {
 	sh := t.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -345,11 +365,13 @@ func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen uint64
 	if s == nil {
 		return false
 	}
+	cur := sh.gen.Load() // never unknown under mu: only mu holders publish that, and only during their swap
+	known := gen != &t.unknown
 	shifted := int64(-1) // unknown: the take overlapped a refund's swap
-	if d := (sh.shifted.Load() - gen) / 2; gen&1 == 0 && d <= math.MaxInt64 {
-		shifted = int64(d) // even under mu: only mu holders change it
+	if d := cur.shifted - gen.shifted; known && d <= math.MaxInt64 {
+		shifted = int64(d)
 	}
-	if shifted != 0 && gen&1 == 0 && sh.last == (takeID{h, taken, reserved, gen}) {
+	if shifted != 0 && known && sh.last == (takeID{h, taken, reserved, gen}) {
 		return false // given back already, through a copy
 	}
 	for {
@@ -362,7 +384,7 @@ func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen uint64
 			return false // nothing to give back: reorder is 0 too
 		}
 		if reorder > 0 {
-			sh.shifted.Add(1) // odd: takes overlapping the swap do not know their place
+			sh.gen.Store(&t.unknown) // takes overlapping the swap do not know their place
 		}
 		var done bool
 		if full {
@@ -372,15 +394,15 @@ func (t *Table) RefundAt(h uint64, cost, give, taken, reserved int64, gen uint64
 		}
 		if reorder > 0 {
 			if done {
-				sh.shifted.Add(2*uint64(reorder) - 1)
+				sh.gen.Store(&Gen{Owner: cur.Owner, shifted: cur.shifted + uint64(reorder)})
 			} else {
-				sh.shifted.Add(1) // even again; one nanosecond too many only makes later refunds stricter
+				sh.gen.Store(cur) // nothing moved: a take under cur still knows its place
 			}
 		}
 		if !done {
 			continue // a take moved the slot: decide again
 		}
-		if reorder > 0 && gen&1 == 0 {
+		if reorder > 0 && known {
 			sh.last = takeID{h, taken, reserved, gen}
 		}
 		return next != v
@@ -402,13 +424,13 @@ func (t *Table) Charge(h uint64, cost, now int64) {
 	}
 }
 
-// takeID identifies an admitted take to the copy check of refund. Takes of
-// one key with one even out-of-order total form a stack with distinct arrival
-// times, so no other outstanding take has the same.
+// takeID identifies an admitted take to the copy check of RefundAt. Takes
+// of one key under one known Gen form a stack with distinct arrival times,
+// so no other outstanding take has the same.
 type takeID struct {
 	key             uint64
 	taken, reserved int64
-	gen             uint64
+	gen             *Gen
 }
 
 // find returns the slot holding h, or nil. The slot may hold a deleted or
