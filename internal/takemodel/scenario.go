@@ -176,6 +176,20 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 		}
 	}
 
+	refund := func(step int, h heldReceipt, shapes []driver.Shape) {
+		t.Helper()
+		if err := s.Refund(ctx, h.key, shapes, h.r); err != nil {
+			t.Fatalf("seed %d step %d: Refund(%s): %v", seed, step, h.key, err)
+		}
+		intact := m.Get(h.key, now()) != nil && m.Get(h.key, now()).Gen == h.r.Gen
+		what := m.Refund(h.key, shapes, h.r, now())
+		seen["refund: "+what]++
+		if !intact && what != "absent" && what != "older" && what != "copy" && what != "nothing" {
+			seen["refund not intact, gave"]++
+		}
+		check(step, fmt.Sprintf("Refund(%s, %+v)", h.key, h.r), h.key)
+	}
+
 	for step := range steps {
 		if d := clockStep(r); d >= 0 || back {
 			advance(d)
@@ -259,18 +273,27 @@ func Scenario(t *testing.T, s Store, seed uint64, steps int, back bool, now func
 				shapes = partial(r, shapes)
 				seen["settle: a part given back"]++
 			}
-			if err := s.Refund(ctx, h.key, shapes, h.r); err != nil {
-				t.Fatalf("seed %d step %d: Refund(%s): %v", seed, step, h.key, err)
-			}
-			intact := m.Get(h.key, now()) != nil && m.Get(h.key, now()).Gen == h.r.Gen
-			what := m.Refund(h.key, shapes, h.r, now())
-			seen["refund: "+what]++
-			if !intact && what != "absent" && what != "older" && what != "copy" && what != "nothing" {
-				seen["refund not intact, gave"]++
-			}
-			check(step, fmt.Sprintf("Refund(%s, %+v)", h.key, h.r), h.key)
+			refund(step, h, shapes)
 		}
 	}
+	// Every run reaches a refund on an absent key, however its draws went:
+	// a take on a key left to fill, then the time it takes to fill again,
+	// then the take's refund.
+	k := keys[0]
+	fill := func() {
+		if st := m.Get(k, now()); st != nil {
+			advance(slices.Max(st.TATs) - now() + time.Second)
+		}
+	}
+	fill()
+	g, err := s.Take(ctx, k, shapesOf[k])
+	if err != nil || !g.OK {
+		t.Fatalf("seed %d: Take(%s) on a full key = %+v, %v; want admitted", seed, k, g, err)
+	}
+	take(steps, k, shapesOf[k], g, "Take("+k+") on a full key")
+	check(steps, "Take("+k+") on a full key", k)
+	fill()
+	refund(steps, held[len(held)-1], shapesOf[k])
 	return seen
 }
 
