@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,7 +79,13 @@ func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context
 // Besides decisions/s it reports srv-µs/op, the server's script time per
 // decision (INFO commandstats; meaningful on a server that runs nothing
 // else), and decisions/call. impl=evalsha_empty is one EVALSHA of a script
-// that does nothing per decision: the floor of a round trip each.
+// that does nothing per decision: the floor of a round trip each for a
+// script; impl=evalsha_write is one EVALSHA of a script that reads the
+// server's clock and writes the key (TIME, and a SET of 72 bytes that
+// expires a millisecond later): the floor of any decision at the server's
+// time that keeps state, which Shared's script does on a fresh key, plus
+// its arithmetic; impl=ping is one PING per decision, the floor of any command
+// (its srv-µs/op is PING's).
 func BenchmarkSharedRedis(b *testing.B) {
 	c := redisClientPool(b, 128) // no caller waits for a connection
 	limit, err := redisRateLimit(sharedLimit)
@@ -117,6 +124,36 @@ func BenchmarkSharedRedis(b *testing.B) {
 				})
 			})
 		}},
+		{"evalsha_write", func(b *testing.B, n int) {
+			// The floor of a decision at the server's time that writes its
+			// key: TIME, then a SET of a state of Shared's size (72
+			// bytes) that expires when Shared's would, a millisecond
+			// (one interval of sharedLimit) later.
+			write := redis.NewScript(`
+local t = redis.call('TIME')
+local at = string.format('%d', t[1] * 1000 + math.ceil(t[2] / 1000) + 1)
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', at, 'NX', 'GET')
+return {t[1], t[2]}
+`)
+			state := strings.Repeat("s", 72)
+			keys := mustKeys(b, newNamespace(), sharedKeys)
+			measured(b, c, func() {
+				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
+					err := write.Run(ctx, c, []string{key}, state).Err()
+					return err == nil, err
+				})
+			})
+		}},
+		{"ping", func(b *testing.B, n int) {
+			// The floor of any command a round trip, on the same client.
+			keys := mustKeys(b, "", sharedKeys)
+			measuredCmd(b, c, "ping", func() {
+				callers(b, n, keys, func(ctx context.Context, _ string) (bool, error) {
+					err := c.Ping(ctx).Err()
+					return err == nil, err
+				})
+			})
+		}},
 		{"redis_rate", func(b *testing.B, n int) {
 			lim := redis_rate.NewLimiter(c)
 			keys := mustKeys(b, newNamespace(), sharedKeys)
@@ -139,9 +176,16 @@ func BenchmarkSharedRedis(b *testing.B) {
 // the decisions per script call.
 func measured(b *testing.B, c *redis.Client, f func()) {
 	b.Helper()
-	usec0, calls0 := scriptStats(b, c)
+	measuredCmd(b, c, "evalsha", f)
+}
+
+// measuredCmd is measured for the calls of cmd (as INFO commandstats names
+// it) instead of EVALSHA.
+func measuredCmd(b *testing.B, c *redis.Client, cmd string, f func()) {
+	b.Helper()
+	usec0, calls0 := commandStats(b, c, cmd)
 	f()
-	usec, calls := scriptStats(b, c)
+	usec, calls := commandStats(b, c, cmd)
 	b.ReportMetric(float64(usec-usec0)/float64(b.N), "srv-µs/op")
 	if calls > calls0 {
 		b.ReportMetric(float64(b.N)/float64(calls-calls0), "decisions/call")
