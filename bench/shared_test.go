@@ -128,12 +128,13 @@ func BenchmarkSharedRedis(b *testing.B) {
 			// The floor of a decision at the server's time that writes its
 			// key: TIME, then a SET of a state of Shared's size (72
 			// bytes) that expires when Shared's would, a millisecond
-			// (one interval of sharedLimit) later.
+			// (one interval of sharedLimit) later, and the clock reading
+			// as the reply, packed as Shared's script packs its own.
 			write := redis.NewScript(`
 local t = redis.call('TIME')
 local at = string.format('%d', t[1] * 1000 + math.ceil(t[2] / 1000) + 1)
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', at, 'NX', 'GET')
-return {t[1], t[2]}
+return struct.pack('<dd', t[1], t[2])
 `)
 			state := strings.Repeat("s", 72)
 			keys := mustKeys(b, newNamespace(), sharedKeys)
