@@ -84,7 +84,15 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	}
 	args = s.withNow(args...)
 
-	batches := s.batches(keys)
+	var batches []takeBatch
+	if len(keys) == 1 {
+		// Take, or a lone decision: one batch on any client, built in
+		// place.
+		one := [1]takeBatch{{keys: []string{s.keys.key(keys[0], nsTake)}, at: firstKey}}
+		batches = one[:]
+	} else {
+		batches = s.batches(keys)
+	}
 	if len(batches) == 1 {
 		b := &batches[0]
 		b.cmd = script.Run(ctx, s.client, b.keys, args...)
@@ -98,6 +106,9 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	}
 	return nil
 }
+
+// firstKey is the at of a batch of the first key alone. Never written.
+var firstKey = []int{0}
 
 // packOne returns the argument of takeOneScript: b's interval and
 // tolerance, each as (seconds, nanoseconds), and gen, as five little-endian
