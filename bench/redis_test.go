@@ -62,12 +62,19 @@ func redisClientPool(tb testing.TB, poolSize int) *redis.Client {
 // EVALSHA and the number of EVALSHA calls, from INFO commandstats.
 func scriptStats(b *testing.B, c *redis.Client) (usec, calls int64) {
 	b.Helper()
+	return commandStats(b, c, "evalsha")
+}
+
+// commandStats returns the total microseconds the server has spent in cmd
+// (lower case, as INFO commandstats names it) and the number of its calls.
+func commandStats(b *testing.B, c *redis.Client, cmd string) (usec, calls int64) {
+	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
 		if !ok {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,35 +32,52 @@ const sharedKeys = 10_000
 // which no real limit allows; TestSharedLimitWrites checks the writes.)
 var sharedLimit = Limit{Rate: 1000, Burst: 1000}
 
+// warmUp is how many decisions callers makes before its timer starts, so
+// that no implementation pays for the state the one before it left the
+// server in: without it, the first implementation of a run (Shared) took
+// 1 to 2 µs more of the server's time per decision, and 3 to 8 µs more in
+// all, than the same code measured second (WithRoundTrips(1), at one
+// caller the same decisions).
+const warmUp = 2000
+
 // callers runs b.N decisions on callers goroutines, caller i walking the
 // keys in the benchmark order from its own offset, and reports decisions/s.
 // A refusal or an error fails the benchmark: every decision must admit.
-func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context, key string) (bool, error)) {
+// Before them it makes warmUp decisions the same way, untimed, then calls
+// begin (when not nil).
+func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context, key string) (bool, error), begin func()) {
 	b.Helper()
 	order := Order(len(keys))
 	ctx := context.Background()
-	var (
-		next   atomic.Int64
-		failed atomic.Value
-		wg     sync.WaitGroup
-	)
+	var failed atomic.Value
+	run := func(total int64) {
+		var (
+			next atomic.Int64
+			wg   sync.WaitGroup
+		)
+		for c := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := c * len(order) / n; next.Add(1) <= total; i++ {
+					ok, err := decide(ctx, keys[order[i%len(order)]])
+					if err != nil || !ok {
+						failed.CompareAndSwap(nil, fmt.Sprintf("decision: %v, %v; want admitted", ok, err))
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(warmUp)
+	if begin != nil {
+		begin()
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for c := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := c * len(order) / n; next.Add(1) <= int64(b.N); i++ {
-				ok, err := decide(ctx, keys[order[i%len(order)]])
-				if err != nil || !ok {
-					failed.CompareAndSwap(nil, fmt.Sprintf("decision: %v, %v; want admitted", ok, err))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	run(int64(b.N))
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if f := failed.Load(); f != nil {
@@ -78,7 +96,13 @@ func callers(b *testing.B, n int, keys []string, decide func(ctx context.Context
 // Besides decisions/s it reports srv-µs/op, the server's script time per
 // decision (INFO commandstats; meaningful on a server that runs nothing
 // else), and decisions/call. impl=evalsha_empty is one EVALSHA of a script
-// that does nothing per decision: the floor of a round trip each.
+// that does nothing per decision: the floor of a round trip each for a
+// script; impl=evalsha_write is one EVALSHA of a script that reads the
+// server's clock and writes the key (TIME, and a SET of 72 bytes that
+// expires a millisecond later): the floor of any decision at the server's
+// time that keeps state, which Shared's script does on a fresh key, plus
+// its arithmetic; impl=ping is one PING per decision, the floor of any command
+// (its srv-µs/op is PING's).
 func BenchmarkSharedRedis(b *testing.B) {
 	c := redisClientPool(b, 128) // no caller waits for a connection
 	limit, err := redisRateLimit(sharedLimit)
@@ -96,7 +120,7 @@ func BenchmarkSharedRedis(b *testing.B) {
 				b.Fatal(err)
 			}
 			keys := mustKeys(b, "", sharedKeys)
-			measured(b, c, func() { callers(b, n, keys, p.Allow) })
+			measured(b, c, func(begin func()) { callers(b, n, keys, p.Allow, begin) })
 		}
 	}
 	impls := []struct {
@@ -110,21 +134,52 @@ func BenchmarkSharedRedis(b *testing.B) {
 			// script that does nothing, on the same client and server.
 			empty := redis.NewScript("return 1")
 			keys := mustKeys(b, newNamespace(), sharedKeys)
-			measured(b, c, func() {
+			measured(b, c, func(begin func()) {
 				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
 					err := empty.Run(ctx, c, []string{key}).Err()
 					return err == nil, err
-				})
+				}, begin)
+			})
+		}},
+		{"evalsha_write", func(b *testing.B, n int) {
+			// The floor of a decision at the server's time that writes its
+			// key: TIME, then a SET of a state of Shared's size (72
+			// bytes) that expires when Shared's would, a millisecond
+			// (one interval of sharedLimit) later, and the clock reading
+			// as the reply, packed as Shared's script packs its own.
+			write := redis.NewScript(`
+local t = redis.call('TIME')
+local at = string.format('%d', t[1] * 1000 + math.ceil(t[2] / 1000) + 1)
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', at, 'NX', 'GET')
+return struct.pack('<dd', t[1], t[2])
+`)
+			state := strings.Repeat("s", 72)
+			keys := mustKeys(b, newNamespace(), sharedKeys)
+			measured(b, c, func(begin func()) {
+				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
+					err := write.Run(ctx, c, []string{key}, state).Err()
+					return err == nil, err
+				}, begin)
+			})
+		}},
+		{"ping", func(b *testing.B, n int) {
+			// The floor of any command a round trip, on the same client.
+			keys := mustKeys(b, "", sharedKeys)
+			measuredCmd(b, c, "ping", func(begin func()) {
+				callers(b, n, keys, func(ctx context.Context, _ string) (bool, error) {
+					err := c.Ping(ctx).Err()
+					return err == nil, err
+				}, begin)
 			})
 		}},
 		{"redis_rate", func(b *testing.B, n int) {
 			lim := redis_rate.NewLimiter(c)
 			keys := mustKeys(b, newNamespace(), sharedKeys)
-			measured(b, c, func() {
+			measured(b, c, func(begin func()) {
 				callers(b, n, keys, func(ctx context.Context, key string) (bool, error) {
 					res, err := lim.Allow(ctx, key, limit)
 					return err == nil && res.Allowed > 0, err
-				})
+				}, begin)
 			})
 		}},
 	}
@@ -136,12 +191,19 @@ func BenchmarkSharedRedis(b *testing.B) {
 }
 
 // measured runs f and reports the server's script time per decision and
-// the decisions per script call.
-func measured(b *testing.B, c *redis.Client, f func()) {
+// the decisions per script call, counted from when f calls begin.
+func measured(b *testing.B, c *redis.Client, f func(begin func())) {
 	b.Helper()
-	usec0, calls0 := scriptStats(b, c)
-	f()
-	usec, calls := scriptStats(b, c)
+	measuredCmd(b, c, "evalsha", f)
+}
+
+// measuredCmd is measured for the calls of cmd (as INFO commandstats names
+// it) instead of EVALSHA.
+func measuredCmd(b *testing.B, c *redis.Client, cmd string, f func(begin func())) {
+	b.Helper()
+	var usec0, calls0 int64
+	f(func() { usec0, calls0 = commandStats(b, c, cmd) })
+	usec, calls := commandStats(b, c, cmd)
 	b.ReportMetric(float64(usec-usec0)/float64(b.N), "srv-µs/op")
 	if calls > calls0 {
 		b.ReportMetric(float64(b.N)/float64(calls-calls0), "decisions/call")
@@ -235,13 +297,13 @@ func BenchmarkSharedPostgres(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			callers(b, n, mustKeys(b, newNamespace(), sharedKeys), p.Allow)
+			callers(b, n, mustKeys(b, newNamespace(), sharedKeys), p.Allow, nil)
 		})
 		b.Run(fmt.Sprintf("callers=%d/impl=select1", n), func(b *testing.B) {
 			callers(b, n, mustKeys(b, "", sharedKeys), func(ctx context.Context, _ string) (bool, error) {
 				_, err := pool.Exec(ctx, "SELECT 1")
 				return err == nil, err
-			})
+			}, nil)
 		})
 	}
 }

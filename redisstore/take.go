@@ -84,7 +84,15 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	}
 	args = s.withNow(args...)
 
-	batches := s.batches(keys)
+	var batches []takeBatch
+	if len(keys) == 1 {
+		// Take, or a lone decision: one batch on any client, built in
+		// place.
+		one := [1]takeBatch{{keys: []string{s.keys.key(keys[0], nsTake)}, at: firstKey}}
+		batches = one[:]
+	} else {
+		batches = s.batches(keys)
+	}
 	if len(batches) == 1 {
 		b := &batches[0]
 		b.cmd = script.Run(ctx, s.client, b.keys, args...)
@@ -98,6 +106,9 @@ func (s *Store) takeMany(ctx context.Context, op string, keys []string, shapes [
 	}
 	return nil
 }
+
+// firstKey is the at of a batch of the first key alone. Never written.
+var firstKey = []int{0}
 
 // packOne returns the argument of takeOneScript: b's interval and
 // tolerance, each as (seconds, nanoseconds), and gen, as five little-endian
@@ -179,12 +190,21 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, bs []takeBat
 // readTakes turns the reply of one call of takeScript or takeOneScript,
 // given gen as the count of a key it creates, into grants.
 func readTakes(b takeBatch, shapes []driver.Shape, gen uint64, out []driver.Grant) error {
+	if len(shapes) == 1 {
+		packed, err := b.cmd.Text()
+		if err != nil {
+			return err
+		}
+		var buf [6]int64 // the reply of one key, without allocating
+		res, err := unpackDoubles(packed, buf[:0])
+		if err != nil {
+			return err
+		}
+		return readTakesOne(res, b, shapes, gen, out)
+	}
 	res, err := b.cmd.Int64Slice()
 	if err != nil {
 		return err
-	}
-	if len(shapes) == 1 {
-		return readTakesOne(res, b, shapes, gen, out)
 	}
 	n := len(shapes)
 	if len(res) != 2+len(b.keys)*(2+2*n) {
@@ -206,8 +226,25 @@ func readTakes(b takeBatch, shapes []driver.Shape, gen uint64, out []driver.Gran
 	return nil
 }
 
-// readTakesOne is readTakes for takeOneScript's reply: one number per fresh
-// key, four per live one.
+// unpackDoubles appends to dst the numbers of a reply packed as
+// little-endian doubles, each of which must be an integer that an int64
+// holds, and returns it.
+func unpackDoubles(packed string, dst []int64) ([]int64, error) {
+	if len(packed)%8 != 0 {
+		return nil, fmt.Errorf("redisstore: take script returned %d bytes, not a whole number of doubles", len(packed))
+	}
+	for i := 0; i < len(packed); i += 8 {
+		v := math.Float64frombits(binary.LittleEndian.Uint64([]byte(packed[i : i+8])))
+		if v != math.Trunc(v) || math.Abs(v) >= 1<<63 {
+			return nil, fmt.Errorf("redisstore: take script returned %g, not an integer", v)
+		}
+		dst = append(dst, int64(v))
+	}
+	return dst, nil
+}
+
+// readTakesOne is readTakes for takeOneScript's reply, unpacked: one number
+// per fresh key, four per live one.
 func readTakesOne(res []int64, b takeBatch, shapes []driver.Shape, gen uint64, out []driver.Grant) error {
 	malformed := func() error {
 		return fmt.Errorf("redisstore: take script returned %d numbers for %d keys", len(res), len(b.keys))

@@ -1,13 +1,17 @@
 package redisstore
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
 	"github.com/ratepace/pace/driver"
 	"github.com/ratepace/pace/internal/fakeclock"
 	"github.com/ratepace/pace/internal/storekit"
 	"github.com/ratepace/pace/internal/takemodel"
-	"testing"
-	"time"
 )
 
 // TestTakeAlternatesShapesAtExtremes drives one key through single-shape
@@ -79,6 +83,36 @@ func TestReadTakesOne(t *testing.T) {
 	} {
 		if err := readTakesOne(bad, b, shapes, gen, out); err == nil {
 			t.Errorf("%s: readTakesOne(%v) = nil; want an error", name, bad)
+		}
+	}
+}
+
+// TestUnpackDoubles checks the decoding of takeOneScript's packed reply:
+// integers below 2^53 come back exact, in order; a reply that is not a
+// whole number of doubles, or holds a number that is not an integer an
+// int64 holds, is an error.
+func TestUnpackDoubles(t *testing.T) {
+	pack := func(vs ...float64) string {
+		b := make([]byte, 0, 8*len(vs))
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return string(b)
+	}
+	want := []int64{1_700_000_000, 999_999_999, 3, 1<<53 - 1, -1, 0}
+	got, err := unpackDoubles(pack(1_700_000_000, 999_999_999, 3, 1<<53-1, -1, 0), nil)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("unpackDoubles = %v, %v; want %v, nil", got, err, want)
+	}
+	for name, bad := range map[string]string{
+		"a double cut":    pack(1, 2)[:15],
+		"a fraction":      pack(1, 0.5),
+		"not a number":    pack(math.NaN()),
+		"infinite":        pack(math.Inf(-1)),
+		"beyond an int64": pack(1 << 63),
+	} {
+		if got, err := unpackDoubles(bad, nil); err == nil {
+			t.Errorf("%s: unpackDoubles = %v, nil; want an error", name, got)
 		}
 	}
 }
